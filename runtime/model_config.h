@@ -26,6 +26,8 @@ struct RopeConfig {
   double high_freq_factor = 4.0; // llama3
   int64_t original_max_position_embeddings = 0;  // llama3
   double partial_rotary_factor = 1.0;            // fraction of head_dim rotated (Phi-3 family)
+
+  friend bool operator==(const RopeConfig&, const RopeConfig&) = default;
 };
 
 struct ModelConfig {
@@ -67,13 +69,21 @@ struct ModelConfig {
   // "language_model.model." (Gemma 3 multimodal, transformers 4.5x) or "model.language_model.".
   std::string weight_prefix = "model.";
   std::string lm_head_name = "lm_head.weight";
+
+  friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
+
+// "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3".
+const char* ArchName(Arch arch);
 
 // Parses a config.json object. `source` names the file in errors. Unsupported architectures or
 // values (e.g. an unknown rope_scaling type, hidden_act) are INVALID_ARGUMENT naming the field.
 StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& config, const std::string& source);
 // Reads DIR/config.json.
 StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
+// Reads one config file (any name). NOT_FOUND if it cannot be opened, INVALID_ARGUMENT if it is
+// not JSON or not a supported config; errors name `path`.
+StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path);
 
 // Sets weight_prefix and lm_head_name from the tensor names present in a checkpoint (tries the
 // known prefixes; NOT_FOUND if the embedding is under none of them).
