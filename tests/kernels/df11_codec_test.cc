@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "kernels/df11_code.h"
+#include "kernels/df11_fast_table.h"
 #include "kernels/df11_codec.h"
 #include "tests/kernels/df11_test_util.h"
 
@@ -168,6 +169,91 @@ TEST(Df11Codec, EntropyOfUniformHistogram) {
   std::array<uint64_t, 256> h{};
   for (int i = 0; i < 16; ++i) h[i] = 10;
   EXPECT_DOUBLE_EQ(HistogramEntropyBits(h), 4.0);
+}
+
+}  // namespace
+}  // namespace df11
+
+namespace df11 {
+namespace {
+
+// The CUDA decoder's 12-bit table must agree with the LUT walk for every 12-bit prefix that
+// settles a code. Checked on the CPU against a direct walk.
+TEST(Df11FastTable, AgreesWithLutWalk) {
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    auto words = seed == 3 ? testing::FibonacciWeights(30, seed) : testing::GaussianWeights(50000, seed * 0.01f, seed);
+    auto enc = EncodeUnit(words);
+    ASSERT_TRUE(enc.ok());
+    const auto table = BuildFastTable(enc->luts);
+    const uint8_t* lengths = &enc->luts[(enc->num_luts() - 1) * 256];
+    int settled = 0;
+    for (uint32_t i = 0; i < kFastTableSize; ++i) {
+      for (uint32_t low : {0u, 0xFFFFFu, 0x5A5A5u}) {
+        const uint32_t peek = i << 20 | low;
+        int t = 0;
+        uint8_t sym = 0;
+        for (int level = 0; level < 4; ++level) {
+          sym = enc->luts[t * 256 + ((peek >> (24 - 8 * level)) & 0xFF)];
+          if (sym < 240) break;
+          t = 256 - sym;
+        }
+        if (table[i] != 0) {
+          ASSERT_EQ(table[i] & 0xFF, sym) << "prefix " << i;
+          ASSERT_EQ(table[i] >> 8, lengths[sym]) << "prefix " << i;
+        }
+      }
+      settled += table[i] != 0;
+    }
+    EXPECT_GT(settled, kFastTableSize * 9 / 10);
+  }
+}
+
+}  // namespace
+}  // namespace df11
+
+namespace df11 {
+namespace {
+
+uint32_t WalkSymbol(const std::vector<uint8_t>& luts, uint32_t peek) {
+  int t = 0;
+  uint8_t sym = 0;
+  for (int level = 0; level < 4; ++level) {
+    sym = luts[t * 256 + ((peek >> (24 - 8 * level)) & 0xFF)];
+    if (sym < 240) break;
+    t = 256 - sym;
+  }
+  return sym;
+}
+
+// The pair table's second code must be what the LUT walk gives at bit bits1, for any bits that
+// follow the 12 known ones.
+TEST(Df11FastTable, PairTableAgreesWithLutWalk) {
+  std::mt19937 rng(9);
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    auto words = seed == 3 ? testing::FibonacciWeights(30, seed) : testing::GaussianWeights(50000, seed * 0.01f, seed);
+    auto enc = EncodeUnit(words);
+    ASSERT_TRUE(enc.ok());
+    const auto pairs = BuildPairTable(enc->luts);
+    const uint8_t* lengths = &enc->luts[(enc->num_luts() - 1) * 256];
+    int doubles = 0;
+    for (uint32_t i = 0; i < kFastTableSize; ++i) {
+      const uint32_t e = pairs[i];
+      if (PairCount(e) == 0) continue;
+      for (int trial = 0; trial < 8; ++trial) {
+        const uint64_t bits = static_cast<uint64_t>(i) << 52 | (static_cast<uint64_t>(rng()) << 20 | rng() >> 12);
+        const uint32_t s1 = WalkSymbol(enc->luts, static_cast<uint32_t>(bits >> 32));
+        ASSERT_EQ(PairSymbol1(e), s1);
+        ASSERT_EQ(PairBits1(e), lengths[s1]);
+        if (PairCount(e) == 2) {
+          const uint32_t s2 = WalkSymbol(enc->luts, static_cast<uint32_t>((bits << PairBits1(e)) >> 32));
+          ASSERT_EQ(PairSymbol2(e), s2) << "prefix " << i;
+          ASSERT_EQ(PairBits2(e), lengths[s2]);
+        }
+      }
+      doubles += PairCount(e) == 2;
+    }
+    if (seed == 1) EXPECT_GT(doubles, kFastTableSize / 2);  // Gaussian weights: most lookups give two codes
+  }
 }
 
 }  // namespace

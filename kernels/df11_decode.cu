@@ -1,0 +1,324 @@
+// CUDA DF11 decoder. Kernel first, then launchers.
+//
+// One thread block of 512 threads decodes one 4 KiB chunk at a time (persistent grid, striding
+// over chunks); thread t owns window t of the chunk (8 stream bytes, plus 4 bytes of look-ahead
+// for a code that starts at its end). Per chunk:
+//   1. decode: each thread walks its window once with a 12-bit shared-memory table (one lookup for
+//      almost every code; the published LUTs only for codes the table cannot settle), staging
+//      the symbols in shared memory (<= 64 per window);
+//   2. scan: a block-wide exclusive sum of the per-window counts gives each window's first element;
+//   3. scatter: exponents move into a chunk-wide array ordered by element;
+//   4. write: threads sweep the chunk's elements 8 at a time, join each exponent with its
+//      sign_mantissa byte and store 16 bytes of BF16.
+// The reference kernel decodes every window twice (count, then write) and reads LUTs from global
+// memory at every step; here each code is decoded once from shared memory.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/df11_decode_cuda.h"
+#include "kernels/df11_fast_table.h"
+
+namespace df11 {
+namespace {
+
+constexpr int kThreads = 512;                 // windows per chunk (= the format's threads_per_block)
+constexpr int kMaxCodesPerWindow = 64;        // codes are >= 1 bit and start inside 64 bits
+constexpr int kStagingStride = kThreads + 4;  // bytes per staging row; +4 spreads rows over banks
+constexpr int kTableBytes = kFastTableSize * 4;
+constexpr int kScanBytes = 32 * 4;
+// +1 row: the pair store may run one row past; rounded to 16 bytes so `exps` stays 16-byte aligned.
+constexpr int kStagingBytes = ((kMaxCodesPerWindow + 1) * kStagingStride + 15) / 16 * 16;
+
+__device__ __forceinline__ uint32_t Bswap(uint32_t x) { return __byte_perm(x, 0, 0x0123); }
+
+// Joins 4 exponents and 4 sign_mantissa bytes (one per byte lane) into 4 BF16 (two u32).
+__device__ __forceinline__ uint2 Compose4(uint32_t exps, uint32_t sms) {
+  uint2 r;
+  const uint32_t e_lo = __byte_perm(exps, 0, 0x4140), s_lo = __byte_perm(sms, 0, 0x4140);
+  const uint32_t e_hi = __byte_perm(exps, 0, 0x4342), s_hi = __byte_perm(sms, 0, 0x4342);
+  r.x = ((s_lo & 0x00800080u) << 8) | (e_lo << 7) | (s_lo & 0x007F007Fu);
+  r.y = ((s_hi & 0x00800080u) << 8) | (e_hi << 7) | (s_hi & 0x007F007Fu);
+  return r;
+}
+
+// Symbol and length of the code at the top of `peek` by walking the published LUTs (validated:
+// at most 4 lookups). Used only where the pair table cannot settle a code.
+__device__ __noinline__ uint32_t WalkLuts(const uint8_t* __restrict__ luts, int num_luts, uint32_t peek) {
+  uint32_t t = 0, symbol = 0;
+  for (int level = 0; level < 4; ++level) {
+    symbol = __ldg(&luts[t * 256 + ((peek >> (24 - 8 * level)) & 0xFF)]);
+    if (symbol < 240) break;
+    t = 256 - symbol;
+  }
+  return symbol | static_cast<uint32_t>(__ldg(&luts[(num_luts - 1) * 256 + symbol])) << 16;
+}
+
+// Inclusive block-wide sum of `v` over 512 threads; `scratch` holds 16 warp totals.
+__device__ __forceinline__ uint32_t BlockInclusiveSum(uint32_t v, uint32_t* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const uint32_t u = __shfl_up_sync(0xFFFFFFFFu, v, d);
+    if (lane >= d) v += u;
+  }
+  if (lane == 31) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    uint32_t w = lane < kThreads / 32 ? scratch[lane] : 0;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const uint32_t u = __shfl_up_sync(0xFFFFFFFFu, w, d);
+      if (lane >= d) w += u;
+    }
+    if (lane < kThreads / 32) scratch[lane] = w;
+  }
+  __syncthreads();
+  return v + (warp > 0 ? scratch[warp - 1] : 0);
+}
+
+// What a thread needs to start a chunk: its window's 12 stream bytes, gap, and the chunk bounds.
+struct WindowLoad {
+  uint32_t w0, w1, w2;     // big-endian words: own 8 bytes, then 4 bytes of look-ahead
+  uint32_t gap;
+  uint32_t start, stop;    // chunk_starts[chunk], chunk_starts[chunk + 1]
+};
+
+__device__ __forceinline__ WindowLoad LoadWindow(const DeviceUnit& u, uint32_t chunk, int tid) {
+  WindowLoad r;
+  const uint64_t window = static_cast<uint64_t>(chunk) * kThreads + tid;
+  const uint2 own = *reinterpret_cast<const uint2*>(u.stream + window * 8);
+  r.w0 = own.x;
+  r.w1 = own.y;
+  r.w2 = *reinterpret_cast<const uint32_t*>(u.stream + window * 8 + 8);
+  const uint64_t gbit = window * 5;
+  r.gap = (static_cast<uint32_t>(u.gaps[gbit / 8]) << 8 | u.gaps[gbit / 8 + 1]) >> (11 - gbit % 8);
+  r.start = u.chunk_starts[chunk];
+  r.stop = u.chunk_starts[chunk + 1];
+  return r;
+}
+
+constexpr int kPrefetchGroups = 4;  // sign_mantissa groups of 8 prefetched per thread (16K elements/chunk)
+
+template <int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    Df11DecodeKernel(DeviceUnit u, uint64_t begin, uint64_t end, uint32_t first_chunk, uint32_t last_chunk,
+                     uint16_t* __restrict__ out, bool vector_ok) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint32_t* table = reinterpret_cast<uint32_t*>(smem);
+  uint32_t* scan = reinterpret_cast<uint32_t*>(smem + kTableBytes);
+  uint8_t* staging = smem + kTableBytes + kScanBytes;
+  uint8_t* exps = staging + kStagingBytes;  // [max_chunk_elements + 16], element e at e - (start & ~7)
+  const int tid = threadIdx.x;
+
+  uint32_t chunk = first_chunk + blockIdx.x;
+  WindowLoad next;
+  if (chunk < last_chunk) next = LoadWindow(u, chunk, tid);
+  for (int i = tid; i < kTableBytes / 16; i += kThreads) {
+    reinterpret_cast<uint4*>(table)[i] = reinterpret_cast<const uint4*>(u.pair_table)[i];
+  }
+  __syncthreads();
+
+  for (; chunk < last_chunk; chunk += gridDim.x) {
+    const WindowLoad cur = next;
+    if (chunk + gridDim.x < last_chunk) next = LoadWindow(u, chunk + gridDim.x, tid);  // hidden by this chunk
+    const uint32_t start = cur.start, stop = cur.stop;
+    const uint64_t lo = max(static_cast<uint64_t>(start), begin), hi = min(static_cast<uint64_t>(stop), end);
+    const uint64_t g_first = lo / 8, g_last = lo < hi ? (hi + 7) / 8 : g_first;
+    uint2 sm[kPrefetchGroups];  // sign_mantissa of this thread's first output groups, loaded early
+#pragma unroll
+    for (int k = 0; k < kPrefetchGroups; ++k) {
+      const uint64_t g = g_first + tid + k * kThreads;
+      if (g < g_last) sm[k] = *reinterpret_cast<const uint2*>(u.sign_mantissa + g * 8);
+    }
+
+    // 1. Decode this thread's window once, staging symbols in shared memory.
+    const uint32_t w0 = Bswap(cur.w0), w1 = Bswap(cur.w1), w2 = Bswap(cur.w2);
+    uint32_t count = 0;
+    for (uint32_t p = cur.gap & 0x1F; p < 64;) {
+      const uint32_t peek = p < 32 ? __funnelshift_l(w1, w0, p) : __funnelshift_l(w2, w1, p - 32);
+      uint32_t e = table[peek >> (32 - kFastTableBits)];
+      if (e == 0) e = WalkLuts(u.luts, u.num_luts, peek) | 1u << 28;  // rare: long or unsettled code
+      // Up to two codes per lookup; the second counts only if it starts inside this window.
+      const uint32_t bits1 = (e >> 16) & 63;
+      const uint32_t take2 = (e >> 29) & (p + bits1 < 64);
+      staging[count * kStagingStride + tid] = static_cast<uint8_t>(e);
+      staging[(count + 1) * kStagingStride + tid] = static_cast<uint8_t>(e >> 8);
+      count += 1 + take2;
+      p += bits1 + (take2 ? (e >> 22) & 63 : 0);
+    }
+
+    // 2. First element of this window.
+    const uint32_t first = start + BlockInclusiveSum(count, scan) - count;
+
+    // 3. Scatter real elements (phantom codes past `stop` are dropped).
+    const uint32_t base = start & ~7u;
+    const uint32_t keep = first >= stop ? 0 : min(count, stop - first);
+    for (uint32_t i = 0; i < keep; ++i) exps[first + i - base] = staging[i * kStagingStride + tid];
+    __syncthreads();
+
+    // 4. Write [lo, hi) 8 elements at a time: the prefetched groups, then any remainder.
+    auto write_group = [&](uint64_t g, uint2 s) {
+      const uint64_t e0 = g * 8;
+      if (vector_ok && e0 >= lo && e0 + 8 <= hi) {
+        const uint2 ex = *reinterpret_cast<const uint2*>(exps + (e0 - base));
+        const uint2 a = Compose4(ex.x, s.x), b = Compose4(ex.y, s.y);
+        *reinterpret_cast<uint4*>(out + (e0 - begin)) = make_uint4(a.x, a.y, b.x, b.y);
+      } else {
+        for (uint64_t e = max(e0, lo); e < min(e0 + 8, hi); ++e) {
+          const uint32_t j = static_cast<uint32_t>(e - e0);
+          const uint32_t sb = ((j < 4 ? s.x : s.y) >> (8 * (j & 3))) & 0xFF, x = exps[e - base];
+          out[e - begin] = static_cast<uint16_t>(((sb & 0x80) << 8) | (x << 7) | (sb & 0x7F));
+        }
+      }
+    };
+#pragma unroll
+    for (int k = 0; k < kPrefetchGroups; ++k) {
+      const uint64_t g = g_first + tid + k * kThreads;
+      if (g < g_last) write_group(g, sm[k]);
+    }
+    for (uint64_t g = g_first + tid + kPrefetchGroups * kThreads; g < g_last; g += kThreads) {
+      write_group(g, *reinterpret_cast<const uint2*>(u.sign_mantissa + g * 8));
+    }
+    __syncthreads();  // staging and exps are reused by the next chunk
+  }
+}
+
+}  // namespace
+
+// ---- launchers ----
+
+int CudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+uint64_t Df11DecodeSharedBytes(const DeviceUnit& unit) {
+  return kTableBytes + kScanBytes + kStagingBytes + ((unit.max_chunk_elements + 16 + 15) & ~15u);
+}
+
+static Status CudaStatus(cudaError_t err, const char* what, const char* file, int line) {
+  if (err == cudaSuccess) return Status::Ok();
+  const StatusCode code = err == cudaErrorMemoryAllocation ? StatusCode::kResourceExhausted : StatusCode::kInternal;
+  return Status(code, std::string(what) + ": " + cudaGetErrorString(err) + " (" + file + ":" + std::to_string(line) + ")");
+}
+#define DF11_CUDA_RETURN(expr) DF11_RETURN_IF_ERROR(CudaStatus((expr), #expr, __FILE__, __LINE__))
+
+Status LaunchDf11Decode(const DeviceUnit& unit, const UnitLayout& layout, uint64_t begin, uint64_t end,
+                        uint16_t* out, GpuStream stream) {
+  if (begin > end || end > unit.num_elements) {
+    return OutOfRange("decode range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside [0, " +
+                      std::to_string(unit.num_elements) + ")");
+  }
+  if (begin == end) return Status::Ok();
+  const auto& starts = layout.chunk_starts;
+  const uint32_t c0 = static_cast<uint32_t>(
+      std::upper_bound(starts.begin(), starts.begin() + layout.num_chunks, begin) - starts.begin() - 1);
+  const uint32_t c1 = static_cast<uint32_t>(
+      std::lower_bound(starts.begin(), starts.begin() + layout.num_chunks, end) - starts.begin());
+  const uint64_t smem = Df11DecodeSharedBytes(unit);
+  // Register budget variant: 3 blocks/SM (<= 42 registers) by default; DF11_DECODE_MIN_BLOCKS=2
+  // gives the compiler 64 registers (benchmarks compare the two).
+  static const int min_blocks = [] {
+    const char* v = std::getenv("DF11_DECODE_MIN_BLOCKS");
+    return v != nullptr && std::string(v) == "2" ? 2 : 3;
+  }();
+  auto* kernel = min_blocks == 2 ? Df11DecodeKernel<2> : Df11DecodeKernel<3>;
+  static thread_local int configured_device = -1, blocks_per_sm = 0, sms = 0;
+  static thread_local uint64_t configured_smem = 0;
+  int device = 0;
+  DF11_CUDA_RETURN(cudaGetDevice(&device));
+  if (device != configured_device || smem != configured_smem) {
+    DF11_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem)));
+    DF11_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    DF11_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kThreads, smem));
+    if (blocks_per_sm < 1) return Internal("DF11 decode kernel cannot run with " + std::to_string(smem) + " bytes of shared memory");
+    configured_device = device;
+    configured_smem = smem;
+  }
+  const uint32_t chunks = c1 - c0;
+  const uint32_t grid = std::min<uint32_t>(chunks, static_cast<uint32_t>(sms * blocks_per_sm));
+  const bool vector_ok = begin % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  kernel<<<grid, kThreads, smem, reinterpret_cast<cudaStream_t>(stream)>>>(unit, begin, end, c0, c1, out, vector_ok);
+  DF11_CUDA_RETURN(cudaGetLastError());
+  return Status::Ok();
+}
+
+// ---- upload ----
+
+DeviceUnitBuffer::~DeviceUnitBuffer() {
+  if (base_ != nullptr) cudaFree(base_);
+}
+
+DeviceUnitBuffer::DeviceUnitBuffer(DeviceUnitBuffer&& other) noexcept { *this = std::move(other); }
+
+DeviceUnitBuffer& DeviceUnitBuffer::operator=(DeviceUnitBuffer&& other) noexcept {
+  if (this != &other) {
+    if (base_ != nullptr) cudaFree(base_);
+    unit_ = other.unit_;
+    base_ = other.base_;
+    bytes_ = other.bytes_;
+    layout_ = std::move(other.layout_);
+    other.base_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const UnitLayout& layout) {
+  if (layout.threads_per_block != kThreads) {
+    return InvalidArgument("the CUDA decoder supports threads_per_block 512 (the published value), got " +
+                           std::to_string(layout.threads_per_block));
+  }
+  auto align = [](uint64_t v) { return (v + 255) & ~uint64_t{255}; };
+  const uint64_t chunk_bytes = uint64_t{kThreads} * kBytesPerWindow;
+  const uint64_t stream_bytes = layout.num_chunks * chunk_bytes + 16;
+  const uint64_t gap_bytes = layout.num_chunks * kThreads * 5 / 8 + 8;
+  const uint64_t off_table = 0;
+  const uint64_t off_luts = align(off_table + kTableBytes);
+  const uint64_t off_stream = align(off_luts + view.luts.size());
+  const uint64_t off_sm = align(off_stream + stream_bytes);
+  const uint64_t off_starts = align(off_sm + layout.num_elements + 16);
+  const uint64_t off_gaps = align(off_starts + 4 * layout.chunk_starts.size());
+  const uint64_t total = align(off_gaps + gap_bytes);
+
+  std::vector<uint8_t> host(total, 0);
+  const auto table = BuildPairTable(view.luts);
+  std::memcpy(&host[off_table], table.data(), kTableBytes);
+  std::memcpy(&host[off_luts], view.luts.data(), view.luts.size());
+  std::memcpy(&host[off_stream], view.encoded_exponent.data(), view.encoded_exponent.size());
+  std::memcpy(&host[off_sm], view.sign_mantissa.data(), view.sign_mantissa.size());
+  std::memcpy(&host[off_starts], layout.chunk_starts.data(), 4 * layout.chunk_starts.size());
+  std::memcpy(&host[off_gaps], view.gaps.data(), std::min<uint64_t>(view.gaps.size(), gap_bytes));
+
+  DeviceUnitBuffer buf;
+  DF11_CUDA_RETURN(cudaMalloc(&buf.base_, total));
+  buf.bytes_ = total;
+  DF11_CUDA_RETURN(cudaMemcpy(buf.base_, host.data(), total, cudaMemcpyHostToDevice));
+  auto* b = static_cast<uint8_t*>(buf.base_);
+  DeviceUnit& u = buf.unit_;
+  u.pair_table = reinterpret_cast<const uint32_t*>(b + off_table);
+  u.luts = b + off_luts;
+  u.stream = b + off_stream;
+  u.sign_mantissa = b + off_sm;
+  u.chunk_starts = reinterpret_cast<const uint32_t*>(b + off_starts);
+  u.gaps = b + off_gaps;
+  u.num_elements = layout.num_elements;
+  u.num_bytes = layout.num_bytes;
+  u.num_chunks = static_cast<uint32_t>(layout.num_chunks);
+  u.max_chunk_elements = layout.max_chunk_elements;
+  u.num_luts = layout.num_luts;
+  u.threads_per_block = layout.threads_per_block;
+  buf.layout_ = layout;
+  return buf;
+}
+
+}  // namespace df11

@@ -1,0 +1,75 @@
+// CUDA DF11 decoder: a unit uploaded once (compressed, with its derived tables) and decoded on
+// demand, whole or as an element range, into a device BF16 buffer. Bit-exact with DecodeUnitCpu
+// on every unit that passes it; memory-safe (no out-of-bounds access) on any unit that passes
+// ValidateUnit. Host functions return cudaError_t-style ints (0 = success) and never abort.
+// Thread-safety: a DeviceUnit is immutable after upload; launches on different streams may run
+// concurrently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/df11_format.h"
+#include "kernels/status.h"
+
+struct CUstream_st;
+
+namespace df11 {
+
+using GpuStream = CUstream_st*;  // == cudaStream_t
+
+// Device pointers of one uploaded unit (all inside one allocation owned by DeviceUnitBuffer).
+struct DeviceUnit {
+  const uint32_t* pair_table = nullptr;     // [4096] see BuildPairTable (df11_fast_table.h)
+  const uint8_t* luts = nullptr;            // [num_luts * 256]
+  const uint8_t* stream = nullptr;          // [num_chunks * chunk bytes + 16], zero past num_bytes
+  const uint8_t* sign_mantissa = nullptr;   // [n], 16-byte aligned
+  const uint32_t* chunk_starts = nullptr;   // [num_chunks + 1]
+  const uint8_t* gaps = nullptr;            // [windows of all chunks * 5 / 8 + 8], zero padded
+  uint64_t num_elements = 0;
+  uint64_t num_bytes = 0;
+  uint32_t num_chunks = 0;
+  uint32_t max_chunk_elements = 0;
+  int num_luts = 0;
+  int threads_per_block = kDefaultThreadsPerBlock;
+};
+
+// Owns the device allocation behind a DeviceUnit. Move-only.
+class DeviceUnitBuffer {
+ public:
+  DeviceUnitBuffer() = default;
+  ~DeviceUnitBuffer();
+  DeviceUnitBuffer(DeviceUnitBuffer&& other) noexcept;
+  DeviceUnitBuffer& operator=(DeviceUnitBuffer&& other) noexcept;
+  DeviceUnitBuffer(const DeviceUnitBuffer&) = delete;
+  DeviceUnitBuffer& operator=(const DeviceUnitBuffer&) = delete;
+
+  // Uploads a validated unit (synchronously). Errors: RESOURCE_EXHAUSTED when device memory runs
+  // out, INVALID_ARGUMENT for threads_per_block other than 512, INTERNAL for other CUDA errors.
+  static StatusOr<DeviceUnitBuffer> Upload(const UnitView& unit, const UnitLayout& layout);
+
+  const DeviceUnit& unit() const { return unit_; }
+  uint64_t device_bytes() const { return bytes_; }
+  // Host copy of output_positions, for choosing the chunks of a range.
+  const UnitLayout& layout() const { return layout_; }
+
+ private:
+  DeviceUnit unit_;
+  void* base_ = nullptr;
+  uint64_t bytes_ = 0;
+  UnitLayout layout_;
+};
+
+// Decodes elements [begin, end) of `unit` into out[0, end - begin) (device memory) on `stream`.
+// `layout` is the host copy (DeviceUnitBuffer::layout()). Asynchronous; returns the launch error.
+// Fastest when begin % 8 == 0 and `out` is 16-byte aligned.
+Status LaunchDf11Decode(const DeviceUnit& unit, const UnitLayout& layout, uint64_t begin, uint64_t end,
+                        uint16_t* out, GpuStream stream);
+
+// Shared memory per thread block the kernel needs for this unit (bytes).
+uint64_t Df11DecodeSharedBytes(const DeviceUnit& unit);
+
+// Number of CUDA devices (0 when the driver or device is missing; never fails).
+int CudaDeviceCount();
+
+}  // namespace df11
