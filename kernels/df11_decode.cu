@@ -27,11 +27,12 @@ namespace {
 
 constexpr int kThreads = 512;                 // windows per chunk (= the format's threads_per_block)
 constexpr int kMaxCodesPerWindow = 64;        // codes are >= 1 bit and start inside 64 bits
-constexpr int kStagingStride = kThreads + 4;  // bytes per staging row; +4 spreads rows over banks
+// Staging: each thread's decoded symbols sit contiguously in its own 68-byte row (64 codes, one
+// spare for the pair store, padding); 68 = 17 words, odd, so lanes at equal depth hit distinct banks.
+constexpr int kStagingStride = 68;
 constexpr int kTableBytes = kFastTableSize * 4;
 constexpr int kScanBytes = 32 * 4;
-// +1 row: the pair store may run one row past; rounded to 16 bytes so `exps` stays 16-byte aligned.
-constexpr int kStagingBytes = ((kMaxCodesPerWindow + 1) * kStagingStride + 15) / 16 * 16;
+constexpr int kStagingBytes = kThreads * kStagingStride;  // multiple of 16: `exps` stays 16-byte aligned
 
 __device__ __forceinline__ uint32_t Bswap(uint32_t x) { return __byte_perm(x, 0, 0x0123); }
 
@@ -137,6 +138,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
     // 1. Decode this thread's window once, staging symbols in shared memory.
     const uint32_t w0 = Bswap(cur.w0), w1 = Bswap(cur.w1), w2 = Bswap(cur.w2);
+    uint8_t* row = staging + tid * kStagingStride;
     uint32_t count = 0;
     for (uint32_t p = cur.gap & 0x1F; p < 64;) {
       const uint32_t peek = p < 32 ? __funnelshift_l(w1, w0, p) : __funnelshift_l(w2, w1, p - 32);
@@ -145,8 +147,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       // Up to two codes per lookup; the second counts only if it starts inside this window.
       const uint32_t bits1 = (e >> 16) & 63;
       const uint32_t take2 = (e >> 29) & (p + bits1 < 64);
-      staging[count * kStagingStride + tid] = static_cast<uint8_t>(e);
-      staging[(count + 1) * kStagingStride + tid] = static_cast<uint8_t>(e >> 8);
+      row[count] = static_cast<uint8_t>(e);
+      row[count + 1] = static_cast<uint8_t>(e >> 8);
       count += 1 + take2;
       p += bits1 + (take2 ? (e >> 22) & 63 : 0);
     }
@@ -154,10 +156,24 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     // 2. First element of this window.
     const uint32_t first = start + BlockInclusiveSum(count, scan) - count;
 
-    // 3. Scatter real elements (phantom codes past `stop` are dropped).
+    // 3. Scatter real elements (phantom codes past `stop` are dropped) into `exps`, 4 bytes per
+    //    store where the destination is word-aligned: the row is read word by word and realigned.
     const uint32_t base = start & ~7u;
     const uint32_t keep = first >= stop ? 0 : min(count, stop - first);
-    for (uint32_t i = 0; i < keep; ++i) exps[first + i - base] = staging[i * kStagingStride + tid];
+    const uint32_t dst = first - base;
+    const uint32_t head = min(keep, (4 - (dst & 3)) & 3);
+    for (uint32_t i = 0; i < head; ++i) exps[dst + i] = row[i];
+    const uint32_t words = (keep - head) / 4;
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(row);  // row is 4-byte aligned
+    const uint32_t selector = 0x3210 + 0x1111 * head;                // bytes head..head+3 of (hi:lo)
+    uint32_t lo_word = src[0];
+    uint32_t* dst_words = reinterpret_cast<uint32_t*>(exps + dst + head);
+    for (uint32_t j = 0; j < words; ++j) {
+      const uint32_t hi_word = src[j + 1];
+      dst_words[j] = __byte_perm(lo_word, hi_word, selector);
+      lo_word = hi_word;
+    }
+    for (uint32_t i = head + 4 * words; i < keep; ++i) exps[dst + i] = row[i];
     __syncthreads();
 
     // 4. Write [lo, hi) 8 elements at a time: the prefetched groups, then any remainder.
