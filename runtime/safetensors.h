@@ -33,13 +33,16 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   uint64_t offset = 0;  // absolute byte offset of the data in the file
   uint64_t nbytes = 0;
-  int64_t numel() const;  // product of shape (1 for a scalar)
+  int64_t numel() const;  // product of shape (1 for a scalar); -1 if a dim is negative or it overflows
 };
 
 // One safetensors file, memory-mapped read-only.
 class SafetensorsFile {
  public:
-  // Opens and validates `path`. Errors name the file and what is wrong (DATA_LOSS / INVALID_ARGUMENT).
+  // Opens and validates `path`. Errors name the file and what is wrong: NOT_FOUND (no such file),
+  // DATA_LOSS (malformed bytes: short file, bad header length/JSON/UTF-8, overlapping, gapped or
+  // out-of-range data_offsets, trailing bytes), INVALID_ARGUMENT (a directory, or a bad value in a
+  // well-formed header: unknown dtype/field, negative or overflowing shape, size mismatch, duplicate).
   static StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
   // Parses an in-memory copy of a file (tests, fuzzing). `name` is used in error messages.
   static StatusOr<std::unique_ptr<SafetensorsFile>> FromBytes(std::string name, std::span<const uint8_t> bytes);
