@@ -88,6 +88,7 @@ def main():
         },
         "corpus_sha256": hashlib.sha256(raw).hexdigest(),
         "corpus_lines": len(corpus),
+        "corpus": corpus,
         "tokenizers": {},
     }
     for name in NAMES:

@@ -1,0 +1,117 @@
+// BpeModel: the BPE model of a tokenizer.json ("model": {"type": "BPE", ...}), merging exactly as
+// HF `tokenizers` does (lowest merge rank first, leftmost first among equal ranks), with
+// byte_fallback (<0xNN> tokens), unk/fuse_unk, ignore_merges, continuing_subword_prefix and
+// end_of_word_suffix. Results of short pre-tokens are cached.
+// Thread-safe: immutable after Parse except the cache, which is sharded and locked.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/status.h"
+#include "runtime/tokenizer_components.h"
+
+namespace df11::tokenizer_internal {
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <typename V>
+using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+
+// Open-addressing map from a merge pair (left id, right id) to (rank, merged id).
+class MergeMap {
+ public:
+  void Reserve(size_t n);
+  void InsertOrAssign(int32_t left, int32_t right, uint32_t rank, int32_t merged);
+  // Returns false if the pair has no merge.
+  bool Find(int32_t left, int32_t right, uint32_t* rank, int32_t* merged) const {
+    if (slots_.empty()) return false;
+    uint64_t key = Key(left, right);
+    for (size_t i = Hash(key);; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == key) {
+        *rank = s.rank;
+        *merged = s.merged;
+        return true;
+      }
+      if (s.key == kEmpty) return false;
+    }
+  }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  struct Slot {
+    uint64_t key = kEmpty;
+    uint32_t rank = 0;
+    int32_t merged = 0;
+  };
+  static uint64_t Key(int32_t l, int32_t r) {
+    return (uint64_t{static_cast<uint32_t>(l)} << 32) | static_cast<uint32_t>(r);
+  }
+  size_t Hash(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_; }
+  void Grow();
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  int shift_ = 64;
+  size_t size_ = 0;
+};
+
+class BpeModel {
+ public:
+  // `node` is the "model" object of tokenizer.json.
+  static StatusOr<std::unique_ptr<BpeModel>> Parse(const JsonNode& node);
+
+  // Appends the ids of one pre-token (non-empty, valid UTF-8). Fails only when an unknown
+  // character needs an unk_token that is missing from the vocabulary (as HF does).
+  Status Tokenize(std::string_view word, std::vector<int32_t>& out) const;
+
+  std::optional<int32_t> TokenId(std::string_view token) const;
+  const std::string* TokenString(int32_t id) const;
+  // Number of vocabulary entries (HF Model::get_vocab_size).
+  size_t vocab_entries() const { return vocab_.size(); }
+
+ private:
+  struct Symbol {
+    int32_t id;
+    int32_t prev;
+    int32_t next;
+    uint32_t len;  // bytes; 0 marks a symbol merged into its left neighbour
+  };
+  Status InitialSymbols(std::string_view word, std::vector<Symbol>& symbols) const;
+  void MergeAll(std::vector<Symbol>& symbols) const;
+  int32_t CharId(std::string_view ch, char32_t cp) const;
+
+  StringMap<int32_t> vocab_;
+  std::vector<const std::string*> tokens_;  // id -> token, nullptr for gaps
+  MergeMap merges_;
+  std::vector<int32_t> bmp_ids_;  // code point < 0x10000 -> id of that character alone, -1 if none
+  std::array<int32_t, 256> byte_ids_;  // byte -> id of "<0xNN>", -1 if none
+  std::optional<std::string> unk_token_;
+  int32_t unk_id_ = -1;  // -1: no unk_token, or it is missing from the vocabulary
+  std::optional<std::string> prefix_;  // continuing_subword_prefix
+  std::optional<std::string> suffix_;  // end_of_word_suffix
+  bool fuse_unk_ = false;
+  bool byte_fallback_ = false;
+  bool ignore_merges_ = false;
+
+  static constexpr size_t kCacheShards = 16;
+  static constexpr size_t kCacheEntriesPerShard = 4096;
+  static constexpr size_t kMaxCachedWordBytes = 256;  // as HF MAX_LENGTH
+  struct CacheShard {
+    std::mutex mu;
+    StringMap<std::vector<int32_t>> entries;
+  };
+  mutable std::array<CacheShard, kCacheShards> cache_;
+};
+
+}  // namespace df11::tokenizer_internal

@@ -1,0 +1,285 @@
+// UTF-8 and Unicode normalization helpers of the tokenizer (see tokenizer_unicode.h).
+#include "runtime/tokenizer_unicode.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <vector>
+
+namespace df11::tokenizer_internal {
+namespace {
+
+constexpr char32_t kReplacement = 0xFFFD;
+
+// Length of the valid UTF-8 sequence at s[i], 0 if ill-formed, or -k if s ends after a valid
+// but incomplete prefix of k bytes. *invalid_len gets the length of the maximal ill-formed
+// subpart (Unicode "substitution of maximal subparts", as Rust's from_utf8_lossy).
+int ValidSequenceLength(std::string_view s, size_t i, size_t* invalid_len) {
+  auto b = static_cast<unsigned char>(s[i]);
+  *invalid_len = 1;
+  if (b < 0x80) return 1;
+  int width;
+  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  if (b >= 0xC2 && b <= 0xDF) {
+    width = 2;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    width = 3;
+    if (b == 0xE0) lo = 0xA0;
+    if (b == 0xED) hi = 0x9F;
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    width = 4;
+    if (b == 0xF0) lo = 0x90;
+    if (b == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  for (int k = 1; k < width; ++k) {
+    if (i + k >= s.size()) return -k;
+    auto c = static_cast<unsigned char>(s[i + k]);
+    bool ok = k == 1 ? (c >= lo && c <= hi) : (c >= 0x80 && c <= 0xBF);
+    if (!ok) {
+      *invalid_len = k;
+      return 0;
+    }
+  }
+  return width;
+}
+
+uint32_t CombiningClass(char32_t cp) {
+  if (cp < 0x300) return 0;
+  const CombiningClassRange* end = kCombiningClassRanges + kNumCombiningClassRanges;
+  const CombiningClassRange* it = std::upper_bound(
+      kCombiningClassRanges, end, cp, [](char32_t c, const CombiningClassRange& r) { return c < r.first; });
+  if (it == kCombiningClassRanges) return 0;
+  --it;
+  return cp <= it->last ? it->ccc : 0;
+}
+
+const CanonicalDecomposition* FindDecomposition(char32_t cp) {
+  const CanonicalDecomposition* end = kCanonicalDecompositions + kNumCanonicalDecompositions;
+  const CanonicalDecomposition* it = std::lower_bound(
+      kCanonicalDecompositions, end, cp,
+      [](const CanonicalDecomposition& d, char32_t c) { return d.code_point < c; });
+  return it != end && it->code_point == cp ? it : nullptr;
+}
+
+constexpr char32_t kHangulSBase = 0xAC00, kHangulLBase = 0x1100, kHangulVBase = 0x1161,
+                   kHangulTBase = 0x11A7;
+constexpr int kHangulLCount = 19, kHangulVCount = 21, kHangulTCount = 28,
+              kHangulNCount = kHangulVCount * kHangulTCount, kHangulSCount = kHangulLCount * kHangulNCount;
+
+void DecomposeInto(char32_t cp, std::vector<char32_t>& out) {
+  if (cp >= kHangulSBase && cp < kHangulSBase + kHangulSCount) {
+    char32_t s = cp - kHangulSBase;
+    out.push_back(kHangulLBase + s / kHangulNCount);
+    out.push_back(kHangulVBase + (s % kHangulNCount) / kHangulTCount);
+    if (s % kHangulTCount != 0) out.push_back(kHangulTBase + s % kHangulTCount);
+    return;
+  }
+  const CanonicalDecomposition* d = cp >= 0xC0 ? FindDecomposition(cp) : nullptr;
+  if (d == nullptr) {
+    out.push_back(cp);
+    return;
+  }
+  DecomposeInto(d->first, out);
+  if (d->second != 0) DecomposeInto(d->second, out);
+}
+
+struct CompositionData {
+  std::unordered_map<uint64_t, char32_t> pairs;  // (first << 21 | second) -> composite
+  std::vector<bool> needs_work;                  // per code point: may change under NFC
+};
+
+const CompositionData& Composition() {
+  static const CompositionData* data = [] {
+    auto* d = new CompositionData;
+    d->needs_work.assign(0x110000, false);
+    for (size_t i = 0; i < kNumCanonicalDecompositions; ++i) {
+      const CanonicalDecomposition& c = kCanonicalDecompositions[i];
+      d->needs_work[c.code_point] = true;
+      if (c.composable) {
+        d->pairs[(uint64_t{c.first} << 21) | c.second] = c.code_point;
+        d->needs_work[c.second] = true;
+      }
+    }
+    for (size_t i = 0; i < kNumCombiningClassRanges; ++i) {
+      for (uint32_t cp = kCombiningClassRanges[i].first; cp <= kCombiningClassRanges[i].last; ++cp) {
+        d->needs_work[cp] = true;
+      }
+    }
+    for (char32_t cp = kHangulVBase; cp < kHangulVBase + kHangulVCount; ++cp) d->needs_work[cp] = true;
+    for (char32_t cp = kHangulTBase + 1; cp < kHangulTBase + kHangulTCount; ++cp) d->needs_work[cp] = true;
+    return d;
+  }();
+  return *data;
+}
+
+char32_t ComposePair(char32_t a, char32_t b) {
+  if (a >= kHangulLBase && a < kHangulLBase + kHangulLCount && b >= kHangulVBase &&
+      b < kHangulVBase + kHangulVCount) {
+    return kHangulSBase + ((a - kHangulLBase) * kHangulVCount + (b - kHangulVBase)) * kHangulTCount;
+  }
+  if (a >= kHangulSBase && a < kHangulSBase + kHangulSCount && (a - kHangulSBase) % kHangulTCount == 0 &&
+      b > kHangulTBase && b < kHangulTBase + kHangulTCount) {
+    return a + (b - kHangulTBase);
+  }
+  const auto& pairs = Composition().pairs;
+  auto it = pairs.find((uint64_t{a} << 21) | b);
+  return it == pairs.end() ? 0 : it->second;
+}
+
+// Full canonical decomposition followed by canonical ordering.
+std::vector<char32_t> DecomposeOrdered(std::string_view s) {
+  std::vector<char32_t> out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) DecomposeInto(NextCodePoint(s, i), out);
+  // Stable sort of every run of non-starters by combining class.
+  for (size_t i = 0; i < out.size();) {
+    if (CombiningClass(out[i]) == 0) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < out.size() && CombiningClass(out[j]) != 0) ++j;
+    std::stable_sort(out.begin() + i, out.begin() + j,
+                     [](char32_t a, char32_t b) { return CombiningClass(a) < CombiningClass(b); });
+    i = j;
+  }
+  return out;
+}
+
+// False when `s` is certainly unchanged by NFC (or, with `nfd`, by NFD).
+bool NeedsNormalization(std::string_view s, bool nfd) {
+  const auto& needs_work = Composition().needs_work;
+  // Below U+0300 (lead byte 0xCC) NFC changes nothing; NFD decomposes from U+00C0 (lead 0xC3).
+  const unsigned char first_lead = nfd ? 0xC3 : 0xCC;
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < first_lead) {
+      i += Utf8SequenceLength(static_cast<unsigned char>(s[i]));
+      continue;
+    }
+    char32_t cp = NextCodePoint(s, i);
+    if (needs_work[cp]) return true;
+    if (nfd && cp >= kHangulSBase && cp < kHangulSBase + kHangulSCount) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+size_t FindInvalidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t invalid_len;
+    int len = ValidSequenceLength(s, i, &invalid_len);
+    if (len <= 0) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+void AppendUtf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+size_t CountCodePoints(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+std::string Utf8Lossy(std::string_view bytes, bool hold_incomplete, size_t* held) {
+  std::string out;
+  out.reserve(bytes.size());
+  if (held != nullptr) *held = 0;
+  size_t i = 0;
+  while (i < bytes.size()) {
+    size_t run = i;  // copy runs of ASCII and valid sequences in one go
+    while (i < bytes.size()) {
+      if (static_cast<unsigned char>(bytes[i]) < 0x80) {
+        ++i;
+        continue;
+      }
+      size_t invalid_len;
+      int len = ValidSequenceLength(bytes, i, &invalid_len);
+      if (len <= 0) break;
+      i += len;
+    }
+    out.append(bytes.data() + run, i - run);
+    if (i >= bytes.size()) break;
+    size_t invalid_len;
+    int len = ValidSequenceLength(bytes, i, &invalid_len);
+    if (len < 0) {  // incomplete at the end
+      if (hold_incomplete) {
+        if (held != nullptr) *held = bytes.size() - i;
+        return out;
+      }
+      AppendUtf8(out, kReplacement);
+      break;
+    }
+    AppendUtf8(out, kReplacement);
+    i += invalid_len;
+  }
+  return out;
+}
+
+bool IsWhiteSpace(char32_t cp) {
+  if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D);
+  if (cp < 0x85) return false;
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+         cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+std::string NormalizeNfd(std::string_view s) {
+  if (!NeedsNormalization(s, /*nfd=*/true)) return std::string(s);
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (char32_t cp : DecomposeOrdered(s)) AppendUtf8(out, cp);
+  return out;
+}
+
+std::string NormalizeNfc(std::string_view s) {
+  if (!NeedsNormalization(s, /*nfd=*/false)) return std::string(s);
+  std::vector<char32_t> chars = DecomposeOrdered(s);
+  std::vector<char32_t> composed;
+  composed.reserve(chars.size());
+  size_t starter = SIZE_MAX;  // index in `composed` of the last starter
+  uint32_t last_ccc = 0;
+  for (char32_t cp : chars) {
+    uint32_t ccc = CombiningClass(cp);
+    if (starter != SIZE_MAX) {
+      bool adjacent = starter + 1 == composed.size();
+      if (adjacent || (last_ccc != 0 && last_ccc < ccc)) {
+        if (char32_t c = ComposePair(composed[starter], cp); c != 0) {
+          composed[starter] = c;
+          continue;
+        }
+      }
+    }
+    if (ccc == 0) starter = composed.size();
+    last_ccc = ccc;
+    composed.push_back(cp);
+  }
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t cp : composed) AppendUtf8(out, cp);
+  return out;
+}
+
+}  // namespace df11::tokenizer_internal
