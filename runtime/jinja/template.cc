@@ -1,0 +1,23 @@
+// Template: Parse + Render glue (see template.h).
+#include "runtime/jinja/template.h"
+
+#include "runtime/jinja/parser.h"
+#include "runtime/jinja/pystr.h"
+
+namespace df11::jinja {
+
+StatusOr<Template> Template::Parse(std::string_view source) {
+  if (!pystr::IsValidUtf8(source)) return InvalidArgument("template is not valid UTF-8");
+  DF11_ASSIGN_OR_RETURN(Body body, ParseTemplate(source));
+  Template t;
+  t.body_ = std::make_shared<const Body>(std::move(body));
+  return t;
+}
+
+StatusOr<std::string> Template::Render(const Dict& vars, const RenderOptions& options) const {
+  if (!body_) return FailedPrecondition("template was not parsed");
+  Interpreter interpreter(vars, options);
+  return interpreter.Render(*body_);
+}
+
+}  // namespace df11::jinja

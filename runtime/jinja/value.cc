@@ -1,0 +1,312 @@
+// Value construction, Python equality/ordering and str()/repr() (see value.h).
+#include "runtime/jinja/value.h"
+
+#include <cmath>
+
+#include "runtime/jinja/pystr.h"
+
+namespace df11::jinja {
+namespace {
+
+const std::string& EmptyString() {
+  static const std::string empty;
+  return empty;
+}
+
+int CompareNumbers(const Value& a, const Value& b) {
+  if (a.is_float() || b.is_float()) {
+    // long double holds every int64 exactly, so mixed int/float compares like Python.
+    long double x = a.is_float() ? a.as_double() : static_cast<long double>(a.as_int());
+    long double y = b.is_float() ? b.as_double() : static_cast<long double>(b.as_int());
+    return x < y ? -1 : (x > y ? 1 : 0);
+  }
+  int64_t x = a.as_int(), y = b.as_int();
+  return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+Status AppendSequence(const Value& v, std::string* out) {
+  bool tuple = v.is_tuple();
+  out->push_back(tuple ? '(' : '[');
+  const auto& items = v.items();
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out->append(", ");
+    DF11_RETURN_IF_ERROR(AppendRepr(items[i], out));
+  }
+  if (tuple && items.size() == 1) out->push_back(',');
+  out->push_back(tuple ? ')' : ']');
+  return Status::Ok();
+}
+
+Status AppendDict(const Dict& d, std::string* out) {
+  out->push_back('{');
+  bool first = true;
+  for (const auto& [k, v] : d.entries()) {
+    if (!first) out->append(", ");
+    first = false;
+    DF11_RETURN_IF_ERROR(AppendRepr(k, out));
+    out->append(": ");
+    DF11_RETURN_IF_ERROR(AppendRepr(v, out));
+  }
+  out->push_back('}');
+  return Status::Ok();
+}
+
+}  // namespace
+
+Value::Value(std::string s) : kind_(Kind::kString), ptr_(std::make_shared<std::string>(std::move(s))) {}
+
+Value Value::Undefined(std::string hint) {
+  Value v;
+  v.ptr_ = std::make_shared<std::string>(std::move(hint));
+  return v;
+}
+
+Value Value::None() {
+  Value v;
+  v.kind_ = Kind::kNone;
+  return v;
+}
+
+Value Value::Markup(std::string s) {
+  Value v(std::move(s));
+  v.markup_ = true;
+  return v;
+}
+
+Value Value::List(std::vector<Value> items) {
+  Value v;
+  v.kind_ = Kind::kList;
+  v.ptr_ = std::make_shared<std::vector<Value>>(std::move(items));
+  return v;
+}
+
+Value Value::Tuple(std::vector<Value> items) {
+  Value v = List(std::move(items));
+  v.kind_ = Kind::kTuple;
+  return v;
+}
+
+Value Value::MakeDict(Dict d) {
+  Value v;
+  v.kind_ = Kind::kDict;
+  v.ptr_ = std::make_shared<Dict>(std::move(d));
+  return v;
+}
+
+Value Value::MakeFunction(std::string name, NativeFn fn) {
+  Value v;
+  v.kind_ = Kind::kFunction;
+  v.ptr_ = std::make_shared<Function>(Function{std::move(name), std::move(fn)});
+  return v;
+}
+
+Value Value::MakeNamespace(std::shared_ptr<Namespace> ns) {
+  Value v;
+  v.kind_ = Kind::kNamespace;
+  v.ptr_ = std::move(ns);
+  return v;
+}
+
+Value Value::MakeIterator(std::vector<Value> items) {
+  Value v;
+  v.kind_ = Kind::kIterator;
+  v.ptr_ = std::make_shared<Iterator>(Iterator{std::move(items), 0});
+  return v;
+}
+
+Value Value::MakeLoop(std::shared_ptr<LoopInfo> loop) {
+  Value v;
+  v.kind_ = Kind::kLoop;
+  v.ptr_ = std::move(loop);
+  return v;
+}
+
+const std::string& Value::undefined_hint() const {
+  return ptr_ ? *static_cast<const std::string*>(ptr_.get()) : EmptyString();
+}
+
+bool Value::Truthy() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+    case Kind::kNone: return false;
+    case Kind::kBool: return b_;
+    case Kind::kInt: return i_ != 0;
+    case Kind::kFloat: return f_ != 0.0;
+    case Kind::kString: return !str().empty();
+    case Kind::kList:
+    case Kind::kTuple: return !items().empty();
+    case Kind::kDict: return dict().size() != 0;
+    default: return true;
+  }
+}
+
+const char* Value::TypeName() const {
+  switch (kind_) {
+    case Kind::kUndefined: return "Undefined";
+    case Kind::kNone: return "NoneType";
+    case Kind::kBool: return "bool";
+    case Kind::kInt: return "int";
+    case Kind::kFloat: return "float";
+    case Kind::kString: return markup_ ? "Markup" : "str";
+    case Kind::kList: return "list";
+    case Kind::kTuple: return "tuple";
+    case Kind::kDict: return "dict";
+    case Kind::kFunction: return "function";
+    case Kind::kNamespace: return "Namespace";
+    case Kind::kIterator: return "generator";
+    case Kind::kLoop: return "LoopContext";
+  }
+  return "object";
+}
+
+bool Value::SameAs(const Value& other) const {
+  if (kind_ != other.kind_) return false;
+  switch (kind_) {
+    case Kind::kUndefined:
+    case Kind::kNone: return true;
+    case Kind::kBool:
+    case Kind::kInt:
+    case Kind::kFloat: return Equals(*this, other);
+    default: return ptr_ == other.ptr_;
+  }
+}
+
+const Value* Dict::Find(const Value& key) const {
+  if (key.is_string()) {
+    auto it = string_index_.find(key.str());
+    return it == string_index_.end() ? nullptr : &entries_[it->second].second;
+  }
+  for (const auto& [k, v] : entries_) {
+    if (!k.is_string() && Equals(k, key)) return &v;
+  }
+  return nullptr;
+}
+
+void Dict::Set(Value key, Value value) {
+  if (key.is_string()) {
+    auto [it, inserted] = string_index_.emplace(key.str(), entries_.size());
+    if (!inserted) {
+      entries_[it->second].second = std::move(value);
+      return;
+    }
+    entries_.emplace_back(std::move(key), std::move(value));
+    return;
+  }
+  for (auto& [k, v] : entries_) {
+    if (!k.is_string() && Equals(k, key)) {
+      v = std::move(value);
+      return;
+    }
+  }
+  entries_.emplace_back(std::move(key), std::move(value));
+}
+
+bool Equals(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) return CompareNumbers(a, b) == 0;
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone: return true;
+    case Value::Kind::kString: return a.str() == b.str();
+    case Value::Kind::kList:
+    case Value::Kind::kTuple: {
+      const auto &x = a.items(), &y = b.items();
+      if (x.size() != y.size()) return false;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (!Equals(x[i], y[i])) return false;
+      }
+      return true;
+    }
+    case Value::Kind::kDict: {
+      if (a.dict().size() != b.dict().size()) return false;
+      for (const auto& [k, v] : a.dict().entries()) {
+        const Value* other = b.dict().Find(k);
+        if (!other || !Equals(v, *other)) return false;
+      }
+      return true;
+    }
+    default: return a.SameAs(b);
+  }
+}
+
+StatusOr<int> Compare(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if ((a.is_float() && std::isnan(a.as_double())) || (b.is_float() && std::isnan(b.as_double()))) {
+      return 2;  // NaN: every ordering comparison is false; callers map 2 to "unordered".
+    }
+    return CompareNumbers(a, b);
+  }
+  if (a.is_string() && b.is_string()) {
+    int c = a.str().compare(b.str());  // UTF-8 byte order == code point order
+    return c < 0 ? -1 : (c > 0 ? 1 : 0);
+  }
+  if ((a.is_list() && b.is_list()) || (a.is_tuple() && b.is_tuple())) {
+    const auto &x = a.items(), &y = b.items();
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (!Equals(x[i], y[i])) return Compare(x[i], y[i]);
+    }
+    return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
+  }
+  return TypeError(std::string("'<' not supported between instances of '") + a.TypeName() +
+                   "' and '" + b.TypeName() + "'");
+}
+
+bool IsHashable(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kList:
+    case Value::Kind::kDict:
+    case Value::Kind::kNamespace: return false;
+    case Value::Kind::kTuple:
+      for (const Value& item : v.items()) {
+        if (!IsHashable(item)) return false;
+      }
+      return true;
+    default: return true;
+  }
+}
+
+Status AppendStr(const Value& v, std::string* out) {
+  switch (v.kind()) {
+    case Value::Kind::kUndefined: return Status::Ok();
+    case Value::Kind::kString: out->append(v.str()); return Status::Ok();
+    default: return AppendRepr(v, out);
+  }
+}
+
+Status AppendRepr(const Value& v, std::string* out) {
+  switch (v.kind()) {
+    case Value::Kind::kUndefined: out->append("Undefined"); break;
+    case Value::Kind::kNone: out->append("None"); break;
+    case Value::Kind::kBool: out->append(v.as_bool() ? "True" : "False"); break;
+    case Value::Kind::kInt: out->append(std::to_string(v.as_int())); break;
+    case Value::Kind::kFloat: out->append(pystr::FloatRepr(v.as_double())); break;
+    case Value::Kind::kString:
+      if (v.markup()) out->append("Markup(");
+      pystr::AppendRepr(v.str(), out);
+      if (v.markup()) out->append(")");
+      break;
+    case Value::Kind::kList:
+    case Value::Kind::kTuple: return AppendSequence(v, out);
+    case Value::Kind::kDict: return AppendDict(v.dict(), out);
+    case Value::Kind::kNamespace:
+      out->append("<Namespace ");
+      DF11_RETURN_IF_ERROR(AppendDict(v.ns().attrs, out));
+      out->append(">");
+      break;
+    default:
+      return Unimplemented(std::string("printing a ") + v.TypeName() +
+                           " object (Python would print its memory address)");
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> ToStr(const Value& v) {
+  if (v.is_string()) return v.str();
+  std::string out;
+  DF11_RETURN_IF_ERROR(AppendStr(v, &out));
+  return out;
+}
+
+Status TypeError(std::string message) { return InvalidArgument("TypeError: " + std::move(message)); }
+
+}  // namespace df11::jinja
