@@ -147,21 +147,79 @@ std::vector<char32_t> DecomposeOrdered(std::string_view s) {
   return out;
 }
 
-// False when `s` is certainly unchanged by NFC (or, with `nfd`, by NFD).
-bool NeedsNormalization(std::string_view s, bool nfd) {
-  const auto& needs_work = Composition().needs_work;
-  // Below U+0300 (lead byte 0xCC) NFC changes nothing; NFD decomposes from U+00C0 (lead 0xC3).
-  const unsigned char first_lead = nfd ? 0xC3 : 0xCC;
+// True if `cp` may change under NFC (or, with `nfd`, NFD) or combine with its neighbours.
+bool NeedsWork(char32_t cp, bool nfd) {
+  if (cp < (nfd ? 0xC0u : 0x300u)) return false;
+  if (Composition().needs_work[cp]) return true;
+  return nfd && cp >= kHangulSBase && cp < kHangulSBase + kHangulSCount;
+}
+
+// Normalizes only the stretches of `s` that may change: each starts at the last character that
+// needs no work (nothing composes or reorders across it) and ends before the next such one.
+template <typename Fn>
+std::string NormalizeStretches(std::string_view s, bool nfd, Fn normalize) {
+  std::string out;
+  size_t copied = 0, boundary = 0;
   for (size_t i = 0; i < s.size();) {
-    if (static_cast<unsigned char>(s[i]) < first_lead) {
-      i += Utf8SequenceLength(static_cast<unsigned char>(s[i]));
+    size_t start = i;
+    auto lead = static_cast<unsigned char>(s[i]);
+    if (lead < 0xC3) {  // below U+00C0: never changes
+      i += Utf8SequenceLength(lead);
+      boundary = start;
       continue;
     }
-    char32_t cp = NextCodePoint(s, i);
-    if (needs_work[cp]) return true;
-    if (nfd && cp >= kHangulSBase && cp < kHangulSBase + kHangulSCount) return true;
+    if (!NeedsWork(NextCodePoint(s, i), nfd)) {
+      boundary = start;
+      continue;
+    }
+    size_t end = i;
+    while (end < s.size()) {
+      size_t next = end;
+      if (!NeedsWork(NextCodePoint(s, next), nfd)) break;
+      end = next;
+    }
+    out.append(s.substr(copied, boundary - copied));
+    out += normalize(s.substr(boundary, end - boundary));
+    copied = end;
+    i = end;
   }
-  return false;
+  if (copied == 0) return std::string(s);
+  out.append(s.substr(copied));
+  return out;
+}
+
+std::string NfdStretch(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (char32_t cp : DecomposeOrdered(s)) AppendUtf8(out, cp);
+  return out;
+}
+
+std::string NfcStretch(std::string_view s) {
+  std::vector<char32_t> chars = DecomposeOrdered(s);
+  std::vector<char32_t> composed;
+  composed.reserve(chars.size());
+  size_t starter = SIZE_MAX;  // index in `composed` of the last starter
+  uint32_t last_ccc = 0;
+  for (char32_t cp : chars) {
+    uint32_t ccc = CombiningClass(cp);
+    if (starter != SIZE_MAX) {
+      bool adjacent = starter + 1 == composed.size();
+      if (adjacent || (last_ccc != 0 && last_ccc < ccc)) {
+        if (char32_t c = ComposePair(composed[starter], cp); c != 0) {
+          composed[starter] = c;
+          continue;
+        }
+      }
+    }
+    if (ccc == 0) starter = composed.size();
+    last_ccc = ccc;
+    composed.push_back(cp);
+  }
+  std::string out;
+  out.reserve(s.size());
+  for (char32_t cp : composed) AppendUtf8(out, cp);
+  return out;
 }
 
 }  // namespace
@@ -246,40 +304,8 @@ bool IsWhiteSpace(char32_t cp) {
          cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
-std::string NormalizeNfd(std::string_view s) {
-  if (!NeedsNormalization(s, /*nfd=*/true)) return std::string(s);
-  std::string out;
-  out.reserve(s.size() + 8);
-  for (char32_t cp : DecomposeOrdered(s)) AppendUtf8(out, cp);
-  return out;
-}
+std::string NormalizeNfd(std::string_view s) { return NormalizeStretches(s, /*nfd=*/true, NfdStretch); }
 
-std::string NormalizeNfc(std::string_view s) {
-  if (!NeedsNormalization(s, /*nfd=*/false)) return std::string(s);
-  std::vector<char32_t> chars = DecomposeOrdered(s);
-  std::vector<char32_t> composed;
-  composed.reserve(chars.size());
-  size_t starter = SIZE_MAX;  // index in `composed` of the last starter
-  uint32_t last_ccc = 0;
-  for (char32_t cp : chars) {
-    uint32_t ccc = CombiningClass(cp);
-    if (starter != SIZE_MAX) {
-      bool adjacent = starter + 1 == composed.size();
-      if (adjacent || (last_ccc != 0 && last_ccc < ccc)) {
-        if (char32_t c = ComposePair(composed[starter], cp); c != 0) {
-          composed[starter] = c;
-          continue;
-        }
-      }
-    }
-    if (ccc == 0) starter = composed.size();
-    last_ccc = ccc;
-    composed.push_back(cp);
-  }
-  std::string out;
-  out.reserve(s.size());
-  for (char32_t cp : composed) AppendUtf8(out, cp);
-  return out;
-}
+std::string NormalizeNfc(std::string_view s) { return NormalizeStretches(s, /*nfd=*/false, NfcStretch); }
 
 }  // namespace df11::tokenizer_internal
