@@ -125,6 +125,10 @@ void Verify(const std::string& df11_dir, const std::string& bf16_dir, int thread
   std::set<std::string> seen;
   for (const std::string& name : df11->WeightNames()) {
     auto want_entry = bf16->store().Find(name);
+    const auto& cfg = bf16->config();
+    if (want_entry.file == nullptr && cfg.tie_word_embeddings && name == cfg.lm_head_name) {
+      want_entry = bf16->store().Find(cfg.weight_prefix + "embed_tokens.weight");  // tied head: the embedding
+    }
     if (want_entry.file == nullptr) throw CommandFailed(1, "'" + name + "' is in " + df11_dir + " but not in " + bf16_dir);
     const auto loc = Check(df11->Locate(name));
     const auto want = bf16->store().Data(want_entry);

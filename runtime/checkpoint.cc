@@ -184,6 +184,9 @@ Status Checkpoint::BuildUnit(const std::string& path, const std::string& pattern
   std::map<std::string, std::vector<int64_t>> shapes;
   if (architecture_known_) {
     for (auto& spec : ExpectedWeights(config_)) shapes[spec.name] = spec.shape;
+    // A tied model may carry an lm_head unit holding a copy of the embedding (the reference
+    // encoder writes one); it has the embedding's shape.
+    if (config_.tie_word_embeddings) shapes[config_.lm_head_name] = shapes[config_.weight_prefix + "embed_tokens.weight"];
   }
   for (size_t i = 0; i < names.size(); ++i) {
     UnitWeight w{names[i], {}, bounds[i], bounds[i + 1] - bounds[i]};

@@ -56,6 +56,18 @@ StatusOr<std::vector<PlannedUnit>> PlanUnits(const Checkpoint& src, const Patter
       plan.push_back(std::move(unit));
     }
   }
+  // A tied lm_head has no tensor of its own; the reference package still needs its unit (see
+  // Df11PatternDict), so it gets a copy of the embedding.
+  const ModelConfig& config = src.config();
+  const std::string head = config.lm_head_name.substr(0, config.lm_head_name.size() - 7);  // minus ".weight"
+  const bool planned = std::any_of(plan.begin(), plan.end(), [&](const PlannedUnit& u) { return u.path == head; });
+  if (config.tie_word_embeddings && !planned && src.store().Find(config.lm_head_name).file == nullptr) {
+    for (const auto& [pattern, attrs] : patterns) {
+      DF11_ASSIGN_OR_RETURN(auto re, PythonRegex::Compile(pattern));
+      DF11_ASSIGN_OR_RETURN(bool match, re->FullMatch(head));
+      if (match && attrs.empty()) plan.push_back({head, {config.weight_prefix + "embed_tokens.weight"}});
+    }
+  }
   // Natural order: layers by number, so progress reads 0, 1, 2, ...
   auto key = [](const std::string& p) {
     const size_t d = p.find_last_of('.');

@@ -145,8 +145,11 @@ PatternDict Df11PatternDict(const ModelConfig& config) {
     layer_modules.insert(layer_modules.end(), {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"});
   }
   PatternDict dict = {{prefix + "embed_tokens", {}}, {prefix + "layers\\.\\d+", layer_modules}};
-  // NOTE: a tied lm_head is the embedding matrix itself; it is stored (and compressed) once.
-  if (!config.tie_word_embeddings) dict.push_back({EscapeRegex(StripSuffix(config.lm_head_name, ".weight")), {}});
+  // NOTE: lm_head is listed for tied models too. The reference package compresses every module
+  // a pattern matches, and a tied lm_head is a module of its own there: without an lm_head unit
+  // it would run with an uninitialised weight. So tied models carry a copy of the embedding as
+  // the lm_head unit (see compress.cc), exactly as the reference encoder writes them.
+  dict.push_back({EscapeRegex(StripSuffix(config.lm_head_name, ".weight")), {}});
   return dict;
 }
 

@@ -443,12 +443,15 @@ TEST(ModelConfigTest, Df11PatternDictMatchesPublishedConfigs) {
 }
 
 TEST(ModelConfigTest, Df11PatternDictTiedAndNestedPrefixes) {
-  EXPECT_EQ(AsMap(Df11PatternDict(Load("Qwen3-4B.json"))).count("lm_head"), 0u);
+  // Tied models list lm_head too: the reference package needs an lm_head unit (a copy of the
+  // embedding) or it runs the head with an uninitialised weight.
+  EXPECT_EQ(AsMap(Df11PatternDict(Load("Qwen3-4B.json"))).count("lm_head"), 1u);
   ModelConfig gemma = Load("gemma-3-4b-it.json");
   PatternDict dict = Df11PatternDict(gemma);
-  ASSERT_EQ(dict.size(), 2u);
+  ASSERT_EQ(dict.size(), 3u);
   EXPECT_EQ(dict[0].first, "language_model\\.model\\.embed_tokens");
   EXPECT_EQ(dict[1].first, "language_model\\.model\\.layers\\.\\d+");
+  EXPECT_EQ(dict[2].first, "language_model\\.lm_head");
   gemma.tie_word_embeddings = false;
   ASSERT_TRUE(ResolveWeightNames(gemma, {"model.language_model.embed_tokens.weight"}).ok());
   dict = Df11PatternDict(gemma);
