@@ -46,9 +46,9 @@ json Preset(const std::string& name) {
               {"sliding_window", 16}, {"sliding_window_pattern", 2}, {"rope_theta", 1000000.0},
               {"rope_local_base_freq", 10000.0}, {"tie_word_embeddings", true}, {"num_hidden_layers", 4}});
     c.erase("hidden_act");
-  } else if (name == "qwen3-8b-2layers") {
+  } else if (name == "qwen3-8b-2layers" || name == "qwen3-8b") {
     c.update({{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"vocab_size", 151936},
-              {"hidden_size", 4096}, {"intermediate_size", 12288}, {"num_hidden_layers", 2},
+              {"hidden_size", 4096}, {"intermediate_size", 12288}, {"num_hidden_layers", name == "qwen3-8b" ? 36 : 2},
               {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"head_dim", 128},
               {"max_position_embeddings", 40960}, {"rope_theta", 1000000.0}, {"tie_word_embeddings", false}});
   } else {
@@ -82,7 +82,7 @@ std::vector<uint8_t> RandomTensor(int64_t n, bool is_norm, float stddev, uint32_
 }  // namespace
 
 std::vector<std::string> RandomModelPresets() {
-  return {"qwen3-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "phi3-tiny", "gemma3-tiny", "qwen3-8b-2layers"};
+  return {"qwen3-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "phi3-tiny", "gemma3-tiny", "qwen3-8b-2layers", "qwen3-8b"};
 }
 
 Status WriteRandomModel(const std::string& preset, const std::string& dir, const RandomModelOptions& options) {
