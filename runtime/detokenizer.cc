@@ -12,9 +12,9 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer, bool 
 
 std::string IncrementalDetokenizer::Push(int32_t id) {
   const tokenizer_internal::TokenizerImpl& impl = tokenizer_.impl();
-  const std::string* token = impl.DecodedToken(id, skip_special_tokens_);
-  if (token == nullptr) return "";
-  window_.push_back(*token);
+  std::optional<std::string_view> token = impl.DecodedToken(id, skip_special_tokens_);
+  if (!token) return "";
+  window_.emplace_back(*token);
   if (!streamable_) return "";
   tokenizer_internal::DecodeState state;
   std::string text = impl.DecodeWindow(window_, {window_at_start_, /*at_end=*/false}, state);

@@ -8,14 +8,14 @@
 namespace df11 {
 namespace tokenizer_internal {
 
-const std::string* TokenizerImpl::TokenString(int32_t id) const {
-  if (const std::string* s = added.TokenString(id)) return s;
+std::optional<std::string_view> TokenizerImpl::TokenString(int32_t id) const {
+  if (const std::string* s = added.TokenString(id)) return *s;
   return model->TokenString(id);
 }
 
-const std::string* TokenizerImpl::DecodedToken(int32_t id, bool skip_special_tokens) const {
-  const std::string* token = TokenString(id);
-  if (token == nullptr || (skip_special_tokens && added.IsSpecialContent(*token))) return nullptr;
+std::optional<std::string_view> TokenizerImpl::DecodedToken(int32_t id, bool skip_special_tokens) const {
+  std::optional<std::string_view> token = TokenString(id);
+  if (!token || (skip_special_tokens && added.IsSpecialContent(*token))) return std::nullopt;
   return token;
 }
 
@@ -70,7 +70,9 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_to
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
-    if (const std::string* token = impl_->DecodedToken(id, skip_special_tokens)) tokens.push_back(*token);
+    if (std::optional<std::string_view> token = impl_->DecodedToken(id, skip_special_tokens)) {
+      tokens.emplace_back(*token);
+    }
   }
   tokenizer_internal::DecodeState state;
   return impl_->DecodeWindow(std::move(tokens), tokenizer_internal::DecodeContext{}, state);
@@ -90,9 +92,9 @@ std::optional<int32_t> Tokenizer::TokenId(std::string_view token) const {
 }
 
 std::optional<std::string> Tokenizer::TokenString(int32_t id) const {
-  const std::string* s = impl_->TokenString(id);
-  if (s == nullptr) return std::nullopt;
-  return *s;
+  std::optional<std::string_view> s = impl_->TokenString(id);
+  if (!s) return std::nullopt;
+  return std::string(*s);
 }
 
 bool Tokenizer::IsSpecial(int32_t id) const {

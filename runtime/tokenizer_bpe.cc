@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "runtime/tokenizer_unicode.h"
 
@@ -22,30 +23,13 @@ StatusOr<std::optional<std::string>> OptionalString(const JsonNode& node, std::s
   return std::optional<std::string>(std::move(value));
 }
 
-// One merge rule: "a b" (legacy) or ["a", "b"]. Returns false (with *skip) for "#version" lines.
-Status ParseMergeRule(const JsonNode& rule, std::string* left, std::string* right, bool* skip) {
-  const nlohmann::json& v = rule.value();
-  *skip = false;
-  if (v.is_string()) {
-    const std::string& line = v.get_ref<const std::string&>();
-    if (line.rfind("#version", 0) == 0) {
-      *skip = true;
-      return Status::Ok();
-    }
-    size_t space = line.find(' ');
-    if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
-      return rule.Error("expected \"left right\" with exactly one space");
-    }
-    *left = line.substr(0, space);
-    *right = line.substr(space + 1);
-    return Status::Ok();
-  }
-  if (v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_string()) {
-    *left = v[0].get<std::string>();
-    *right = v[1].get<std::string>();
-    return Status::Ok();
-  }
-  return rule.Error("expected string or pair");
+// Splits a legacy "left right" rule; false if it does not have exactly one space.
+bool SplitLegacyMerge(BpeTables::Merge& rule) {
+  size_t space = rule.left.find(' ');
+  if (space == std::string::npos || rule.left.find(' ', space + 1) != std::string::npos) return false;
+  rule.right = rule.left.substr(space + 1);
+  rule.left.resize(space);
+  return true;
 }
 
 }  // namespace
@@ -82,7 +66,57 @@ void MergeMap::InsertOrAssign(int32_t left, int32_t right, uint32_t rank, int32_
   }
 }
 
-StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const JsonNode& node) {
+void Vocabulary::Reserve(size_t entries, size_t bytes) {
+  entries_.reserve(entries);
+  arena_.reserve(bytes);
+  size_t capacity = 16;
+  while (capacity < entries * 2) capacity *= 2;
+  if (capacity > slots_.size()) Rehash(capacity);
+}
+
+void Vocabulary::Rehash(size_t capacity) {
+  slots_.assign(capacity, -1);
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    size_t slot = entries_[i].hash & (capacity - 1);
+    while (slots_[slot] >= 0) slot = (slot + 1) & (capacity - 1);
+    slots_[slot] = static_cast<int32_t>(i);
+  }
+}
+
+size_t Vocabulary::FindSlot(std::string_view token, uint32_t hash) const {
+  size_t mask = slots_.size() - 1;
+  for (size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+    int32_t e = slots_[slot];
+    if (e < 0) return slot;
+    const Entry& entry = entries_[e];
+    if (entry.hash == hash && entry.length == token.size() &&
+        std::memcmp(arena_.data() + entry.offset, token.data(), token.size()) == 0) {
+      return slot;
+    }
+  }
+}
+
+void Vocabulary::InsertOrAssign(std::string_view token, int32_t id) {
+  if ((entries_.size() + 1) * 2 > slots_.size()) Rehash(std::max<size_t>(16, slots_.size() * 2));
+  auto hash = static_cast<uint32_t>(StringHash{}(token));
+  size_t slot = FindSlot(token, hash);
+  if (slots_[slot] >= 0) {
+    entries_[slots_[slot]].id = id;
+    return;
+  }
+  slots_[slot] = static_cast<int32_t>(entries_.size());
+  entries_.push_back({static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(token.size()), id, hash});
+  arena_.append(token);
+}
+
+std::optional<int32_t> Vocabulary::Find(std::string_view token) const {
+  if (slots_.empty()) return std::nullopt;
+  int32_t e = slots_[FindSlot(token, static_cast<uint32_t>(StringHash{}(token)))];
+  if (e < 0) return std::nullopt;
+  return entries_[e].id;
+}
+
+StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const JsonNode& node, BpeTables& tables) {
   std::unique_ptr<BpeModel> m(new BpeModel);
   if (std::optional<JsonNode> dropout = node.Find("dropout")) {
     if (!dropout->value().is_number()) return dropout->Error("expected a number");
@@ -98,43 +132,53 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const JsonNode& node) {
   DF11_ASSIGN_OR_RETURN(m->byte_fallback_, node.GetBool("byte_fallback", false));
   DF11_ASSIGN_OR_RETURN(m->ignore_merges_, node.GetBool("ignore_merges", false));
 
-  DF11_ASSIGN_OR_RETURN(JsonNode vocab, node.Get("vocab"));
-  if (!vocab.value().is_object()) return vocab.Error("expected an object of token -> id");
-  m->vocab_.reserve(vocab.value().size());
-  int64_t max_id = -1;
-  for (auto it = vocab.value().begin(); it != vocab.value().end(); ++it) {
-    const nlohmann::json& id = it.value();
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId) {
-      return JsonNode(id, vocab.file(), vocab.path() + "[" + Quoted(it.key()) + "]")
-          .Error("expected an integer id in [0, 2^24)");
-    }
-    m->vocab_.insert_or_assign(it.key(), static_cast<int32_t>(id.get<int64_t>()));
-    max_id = std::max(max_id, id.get<int64_t>());
+  if (!tables.error.empty()) return InvalidArgument(node.file() + ": " + tables.error);
+  if (!tables.has_vocab) {
+    DF11_ASSIGN_OR_RETURN(JsonNode vocab, node.Get("vocab"));
+    return vocab.Error("expected an object of token -> id");
   }
-  m->tokens_.assign(static_cast<size_t>(max_id + 1), nullptr);
-  for (const auto& [token, id] : m->vocab_) m->tokens_[id] = &token;
+  if (!tables.has_merges) {
+    DF11_ASSIGN_OR_RETURN(JsonNode merges, node.Get("merges"));
+    return merges.Error("expected an array");
+  }
+  size_t bytes = 0;
+  for (const auto& [token, id] : tables.vocab) bytes += token.size();
+  m->vocab_.Reserve(tables.vocab.size(), bytes);
+  int64_t max_id = -1;
+  for (const auto& [token, id] : tables.vocab) {
+    if (id < 0 || id > kMaxTokenId) {
+      return InvalidArgument(node.file() + ": model.vocab[" + Quoted(token) + "]: expected an integer id in [0, 2^24)");
+    }
+    m->vocab_.InsertOrAssign(token, static_cast<int32_t>(id));
+    max_id = std::max(max_id, id);
+  }
+  tables.vocab = {};
+  m->tokens_.assign(static_cast<size_t>(max_id + 1), -1);
+  for (size_t i = 0; i < m->vocab_.size(); ++i) m->tokens_[m->vocab_.id(i)] = static_cast<int32_t>(i);
 
-  DF11_ASSIGN_OR_RETURN(JsonNode merges, node.Get("merges"));
-  if (!merges.value().is_array()) return merges.Error("expected an array");
-  m->merges_.Reserve(merges.value().size());
+  m->merges_.Reserve(tables.merges.size());
   size_t prefix_len = m->prefix_ ? m->prefix_->size() : 0;
   uint32_t rank = 0;
-  std::string left, right, merged;
-  for (size_t i = 0; i < merges.value().size(); ++i) {
-    JsonNode rule = merges.At(i);
-    bool skip;
-    DF11_RETURN_IF_ERROR(ParseMergeRule(rule, &left, &right, &skip));
-    if (skip) continue;
-    std::optional<int32_t> l = m->TokenId(left), r = m->TokenId(right);
-    if (!l) return rule.Error("token " + Quoted(left) + " is not in the vocabulary");
-    if (!r) return rule.Error("token " + Quoted(right) + " is not in the vocabulary");
-    if (right.size() < prefix_len) return rule.Error("token " + Quoted(right) + " is shorter than the subword prefix");
-    merged = left;
-    merged.append(right, prefix_len);
+  std::string merged;
+  for (BpeTables::Merge& rule : tables.merges) {
+    auto error = [&](const std::string& what) {
+      return InvalidArgument(node.file() + ": model.merges[" + std::to_string(rule.index) + "]: " + what);
+    };
+    if (rule.legacy) {
+      if (rule.left.rfind("#version", 0) == 0) continue;  // a merges.txt header line
+      if (!SplitLegacyMerge(rule)) return error("expected \"left right\" with exactly one space");
+    }
+    std::optional<int32_t> l = m->TokenId(rule.left), r = m->TokenId(rule.right);
+    if (!l) return error("token " + Quoted(rule.left) + " is not in the vocabulary");
+    if (!r) return error("token " + Quoted(rule.right) + " is not in the vocabulary");
+    if (rule.right.size() < prefix_len) return error("token " + Quoted(rule.right) + " is shorter than the subword prefix");
+    merged = rule.left;
+    merged.append(rule.right, prefix_len);
     std::optional<int32_t> id = m->TokenId(merged);
-    if (!id) return rule.Error("merged token " + Quoted(merged) + " is not in the vocabulary");
+    if (!id) return error("merged token " + Quoted(merged) + " is not in the vocabulary");
     m->merges_.InsertOrAssign(*l, *r, rank++, *id);
   }
+  tables.merges = {};
 
   if (m->unk_token_) m->unk_id_ = m->TokenId(*m->unk_token_).value_or(-1);
   for (int b = 0; b < 256; ++b) {
@@ -155,15 +199,9 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const JsonNode& node) {
   return m;
 }
 
-std::optional<int32_t> BpeModel::TokenId(std::string_view token) const {
-  auto it = vocab_.find(token);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
-}
-
-const std::string* BpeModel::TokenString(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= tokens_.size()) return nullptr;
-  return tokens_[id];
+std::optional<std::string_view> BpeModel::TokenString(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= tokens_.size() || tokens_[id] < 0) return std::nullopt;
+  return vocab_.token(tokens_[id]);
 }
 
 int32_t BpeModel::CharId(std::string_view ch, char32_t cp) const {
@@ -262,12 +300,6 @@ void BpeModel::MergeAll(std::vector<Symbol>& sym) const {
 }
 
 Status BpeModel::Tokenize(std::string_view word, std::vector<int32_t>& out) const {
-  if (ignore_merges_) {
-    if (std::optional<int32_t> id = TokenId(word)) {
-      out.push_back(*id);
-      return Status::Ok();
-    }
-  }
   CacheShard* shard = nullptr;
   if (word.size() < kMaxCachedWordBytes) {
     shard = &cache_[StringHash{}(word) % kCacheShards];
@@ -278,13 +310,20 @@ Status BpeModel::Tokenize(std::string_view word, std::vector<int32_t>& out) cons
       return Status::Ok();
     }
   }
-  thread_local std::vector<Symbol> symbols;
-  symbols.clear();
-  DF11_RETURN_IF_ERROR(InitialSymbols(word, symbols));
-  MergeAll(symbols);
   size_t first = out.size();
-  for (const Symbol& s : symbols) {
-    if (s.len != 0) out.push_back(s.id);
+  // NOTE: HF checks ignore_merges before its cache; caching the whole-word hit too gives the same
+  // ids because the vocabulary never changes.
+  std::optional<int32_t> whole = ignore_merges_ ? TokenId(word) : std::nullopt;
+  if (whole) {
+    out.push_back(*whole);
+  } else {
+    thread_local std::vector<Symbol> symbols;
+    symbols.clear();
+    DF11_RETURN_IF_ERROR(InitialSymbols(word, symbols));
+    MergeAll(symbols);
+    for (const Symbol& s : symbols) {
+      if (s.len != 0) out.push_back(s.id);
+    }
   }
   if (shard != nullptr) {
     std::lock_guard<std::mutex> lock(shard->mu);

@@ -59,24 +59,49 @@ class MergeMap {
     return (uint64_t{static_cast<uint32_t>(l)} << 32) | static_cast<uint32_t>(r);
   }
   size_t Hash(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_; }
-  void Grow();
   std::vector<Slot> slots_;
   size_t mask_ = 0;
   int shift_ = 64;
   size_t size_ = 0;
 };
 
+// Token string <-> id: the strings in one arena, found through an open-addressing index.
+class Vocabulary {
+ public:
+  void Reserve(size_t entries, size_t bytes);
+  // A repeated token keeps its last id (as JSON objects do).
+  void InsertOrAssign(std::string_view token, int32_t id);
+  std::optional<int32_t> Find(std::string_view token) const;
+  size_t size() const { return entries_.size(); }
+  std::string_view token(size_t i) const { return {arena_.data() + entries_[i].offset, entries_[i].length}; }
+  int32_t id(size_t i) const { return entries_[i].id; }
+
+ private:
+  struct Entry {
+    uint32_t offset;
+    uint32_t length;
+    int32_t id;
+    uint32_t hash;
+  };
+  size_t FindSlot(std::string_view token, uint32_t hash) const;  // slot holding token, or an empty one
+  void Rehash(size_t capacity);
+  std::string arena_;
+  std::vector<Entry> entries_;
+  std::vector<int32_t> slots_;  // index into entries_, -1 = empty
+};
+
 class BpeModel {
  public:
-  // `node` is the "model" object of tokenizer.json.
-  static StatusOr<std::unique_ptr<BpeModel>> Parse(const JsonNode& node);
+  // `node` is the "model" object of tokenizer.json; `tables` its vocab and merges (see
+  // ParseTokenizerJson), consumed.
+  static StatusOr<std::unique_ptr<BpeModel>> Parse(const JsonNode& node, BpeTables& tables);
 
   // Appends the ids of one pre-token (non-empty, valid UTF-8). Fails only when an unknown
   // character needs an unk_token that is missing from the vocabulary (as HF does).
   Status Tokenize(std::string_view word, std::vector<int32_t>& out) const;
 
-  std::optional<int32_t> TokenId(std::string_view token) const;
-  const std::string* TokenString(int32_t id) const;
+  std::optional<int32_t> TokenId(std::string_view token) const { return vocab_.Find(token); }
+  std::optional<std::string_view> TokenString(int32_t id) const;
   // Number of vocabulary entries (HF Model::get_vocab_size).
   size_t vocab_entries() const { return vocab_.size(); }
 
@@ -91,8 +116,8 @@ class BpeModel {
   void MergeAll(std::vector<Symbol>& symbols) const;
   int32_t CharId(std::string_view ch, char32_t cp) const;
 
-  StringMap<int32_t> vocab_;
-  std::vector<const std::string*> tokens_;  // id -> token, nullptr for gaps
+  Vocabulary vocab_;
+  std::vector<int32_t> tokens_;  // id -> index in vocab_, -1 for gaps
   MergeMap merges_;
   std::vector<int32_t> bmp_ids_;  // code point < 0x10000 -> id of that character alone, -1 if none
   std::array<int32_t, 256> byte_ids_;  // byte -> id of "<0xNN>", -1 if none

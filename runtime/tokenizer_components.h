@@ -54,6 +54,24 @@ class JsonNode {
 // Parses `text` as JSON; INVALID_ARGUMENT "file: invalid JSON: ..." on failure.
 StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& file);
 
+// model.vocab and model.merges of a tokenizer.json: hundreds of thousands of entries, read while
+// parsing rather than built into the JSON DOM (which gets empty placeholders for them).
+struct BpeTables {
+  struct Merge {
+    size_t index;       // position in model.merges, for errors
+    bool legacy;        // "left right" in `left`, not yet split
+    std::string left;
+    std::string right;
+  };
+  bool has_vocab = false;   // model.vocab was an object
+  bool has_merges = false;  // model.merges was an array
+  std::vector<std::pair<std::string, int64_t>> vocab;  // in file order
+  std::vector<Merge> merges;
+  std::string error;  // the first malformed entry, e.g. "model.merges[12]: expected string or pair"
+};
+// ParseJson for tokenizer.json, with model.vocab and model.merges going to `tables`.
+StatusOr<nlohmann::json> ParseTokenizerJson(std::string_view text, BpeTables& tables);
+
 // A piece of the input on its way through Encode.
 struct Split {
   std::string text;

@@ -28,10 +28,10 @@ struct TokenizerImpl {
   std::vector<int32_t> stop_ids;
   std::map<std::string, std::string> chat_templates;
 
-  // Token string of an id as decoding sees it (added tokens first), nullptr if unknown.
-  const std::string* TokenString(int32_t id) const;
-  // The token Decode feeds to the decoders for `id`: nullptr when unknown or skipped as special.
-  const std::string* DecodedToken(int32_t id, bool skip_special_tokens) const;
+  // Token string of an id as decoding sees it (added tokens first), nullopt if unknown.
+  std::optional<std::string_view> TokenString(int32_t id) const;
+  // The token Decode feeds to the decoders for `id`: nullopt when unknown or skipped as special.
+  std::optional<std::string_view> DecodedToken(int32_t id, bool skip_special_tokens) const;
   // Runs the decoders over one window of tokens (see DecodeContext) and joins the result.
   std::string DecodeWindow(std::vector<std::string> tokens, const DecodeContext& context, DecodeState& state) const;
 };

@@ -35,8 +35,9 @@ StatusOr<std::vector<AddedToken>> ParseAddedTokens(const JsonNode& root) {
   return tokens;
 }
 
-// Parses tokenizer.json into `impl`; *post_processor_type gets the file's post-processor type.
-Status ParseTokenizerJson(const JsonNode& root, TokenizerImpl& impl, std::string* post_processor_type) {
+// Builds `impl` from tokenizer.json; *post_processor_type gets the file's post-processor type.
+Status BuildFromTokenizerJson(const JsonNode& root, BpeTables& tables, TokenizerImpl& impl,
+                              std::string* post_processor_type) {
   if (!root.value().is_object()) return root.Error("expected an object");
   if (std::optional<JsonNode> version = root.Find("version")) {
     DF11_ASSIGN_OR_RETURN(std::string v, version->AsString());
@@ -51,7 +52,7 @@ Status ParseTokenizerJson(const JsonNode& root, TokenizerImpl& impl, std::string
     return Unimplemented(kTokenizerFile + ": model: only BPE models are supported");
   }
   if (type != "BPE") return Unimplemented(kTokenizerFile + ": model.type: model type \"" + type + "\" is not supported");
-  DF11_ASSIGN_OR_RETURN(impl.model, BpeModel::Parse(model));
+  DF11_ASSIGN_OR_RETURN(impl.model, BpeModel::Parse(model, tables));
 
   static const nlohmann::json kNull;
   JsonNode null_node(kNull, kTokenizerFile, "");
@@ -185,10 +186,11 @@ StatusOr<std::unique_ptr<TokenizerImpl>> BuildTokenizerImpl(std::string_view tok
                                                             std::string_view config_json,
                                                             std::string_view generation_config_json) {
   auto impl = std::make_unique<TokenizerImpl>();
-  DF11_ASSIGN_OR_RETURN(nlohmann::json tokenizer, ParseJson(tokenizer_json, kTokenizerFile));
+  BpeTables tables;
+  DF11_ASSIGN_OR_RETURN(nlohmann::json tokenizer, ParseTokenizerJson(tokenizer_json, tables));
   std::string post_processor_type;
-  DF11_RETURN_IF_ERROR(ParseTokenizerJson(JsonNode(tokenizer, kTokenizerFile, ""), *impl, &post_processor_type));
-  tokenizer = nullptr;  // free the DOM early: it can be several hundred MB
+  DF11_RETURN_IF_ERROR(
+      BuildFromTokenizerJson(JsonNode(tokenizer, kTokenizerFile, ""), tables, *impl, &post_processor_type));
 
   nlohmann::json config = nlohmann::json::object();
   if (!config_json.empty()) {

@@ -83,7 +83,7 @@ class ByteLevelNormalizer : public Normalizer {
   void Normalize(std::string& text) const override {
     std::string out;
     out.reserve(text.size() * 2);
-    for (char c : text) out += ByteLevelChar(static_cast<uint8_t>(c));
+    for (char c : text) out += ByteLevelChar(static_cast<uint8_t>(c));  // rare: no fast path needed
     text = std::move(out);
   }
 };

@@ -23,6 +23,18 @@ struct ByteLevelAlphabet {
       bytes[cp] = static_cast<int16_t>(b);
     }
   }
+  // The byte-level characters of `text`'s bytes.
+  std::string Map(std::string_view text) const {
+    std::string out(text.size() * 2, '\0');
+    size_t n = 0;
+    for (char c : text) {
+      const std::string& ch = chars[static_cast<uint8_t>(c)];
+      out[n++] = ch[0];
+      if (ch.size() == 2) out[n++] = ch[1];
+    }
+    out.resize(n);
+    return out;
+  }
 };
 const ByteLevelAlphabet& Alphabet() {
   static const ByteLevelAlphabet alphabet;
@@ -98,12 +110,7 @@ class ByteLevelPreTokenizer : public PreTokenizer {
         out.push_back(std::move(s));
       }
       const ByteLevelAlphabet& alphabet = Alphabet();
-      for (size_t i = first; i < out.size(); ++i) {
-        std::string mapped;
-        mapped.reserve(out[i].text.size() * 2);
-        for (char c : out[i].text) mapped += alphabet.chars[static_cast<uint8_t>(c)];
-        out[i].text = std::move(mapped);
-      }
+      for (size_t i = first; i < out.size(); ++i) out[i].text = alphabet.Map(out[i].text);
     });
   }
 
