@@ -46,6 +46,14 @@ json Preset(const std::string& name) {
               {"sliding_window", 16}, {"sliding_window_pattern", 2}, {"rope_theta", 1000000.0},
               {"rope_local_base_freq", 10000.0}, {"tie_word_embeddings", true}, {"num_hidden_layers", 4}});
     c.erase("hidden_act");
+  } else if (name == "gemma3-mm-tiny") {
+    // Gemma 3 as published (-it models): the multimodal class with the text model nested, tensors
+    // under "language_model.model." (transformers 4.5x naming) and a vision tower kept plain.
+    json text = Preset("gemma3-tiny");
+    text.erase("architectures");
+    c = {{"architectures", {"Gemma3ForConditionalGeneration"}}, {"model_type", "gemma3"},
+         {"text_config", text}, {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 32}}},
+         {"torch_dtype", "bfloat16"}};
   } else if (name == "qwen3-8b-2layers" || name == "qwen3-8b") {
     c.update({{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"vocab_size", 151936},
               {"hidden_size", 4096}, {"intermediate_size", 12288}, {"num_hidden_layers", name == "qwen3-8b" ? 36 : 2},
@@ -82,7 +90,7 @@ std::vector<uint8_t> RandomTensor(int64_t n, bool is_norm, float stddev, uint32_
 }  // namespace
 
 std::vector<std::string> RandomModelPresets() {
-  return {"qwen3-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "phi3-tiny", "gemma3-tiny", "qwen3-8b-2layers", "qwen3-8b"};
+  return {"qwen3-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "phi3-tiny", "gemma3-tiny", "gemma3-mm-tiny", "qwen3-8b-2layers", "qwen3-8b"};
 }
 
 Status WriteRandomModel(const std::string& preset, const std::string& dir, const RandomModelOptions& options) {
@@ -97,7 +105,10 @@ Status WriteRandomModel(const std::string& preset, const std::string& dir, const
     out << config.dump(2) << "\n";
     if (!out) return Internal(dir + "/config.json: write failed");
   }
-  const auto specs = ExpectedWeights(mc);
+  auto specs = ExpectedWeights(mc);
+  if (mc.architecture == "Gemma3ForConditionalGeneration") {
+    specs.push_back({"vision_tower.vision_model.embeddings.patch_embedding.weight", {32, 3, 4, 4}});
+  }
   const int shards = std::max(1, options.shards);
   json weight_map = json::object();
   uint32_t seed = options.seed;

@@ -12,7 +12,8 @@
 namespace df11 {
 
 // Known presets: "qwen3-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "phi3-tiny",
-// "gemma3-tiny", "qwen3-8b-2layers" (Qwen3-8B shapes, 2 layers), "qwen3-8b" (all 36 layers,
+// "gemma3-tiny", "gemma3-mm-tiny" (Gemma3ForConditionalGeneration: language_model. prefix, a
+// vision tensor kept plain), "qwen3-8b-2layers" (Qwen3-8B shapes, 2 layers), "qwen3-8b" (all 36 layers,
 // 8.19 G weights, 16.4 GB).
 std::vector<std::string> RandomModelPresets();
 

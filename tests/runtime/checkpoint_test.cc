@@ -48,7 +48,8 @@ class CheckpointTest : public ::testing::Test {
 };
 
 TEST_F(CheckpointTest, EveryArchitectureRoundTrips) {
-  for (const std::string preset : {"qwen3-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "phi3-tiny", "gemma3-tiny"}) {
+  for (const std::string preset : {"qwen3-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "phi3-tiny", "gemma3-tiny",
+                                   "gemma3-mm-tiny"}) {
     SCOPED_TRACE(preset);
     fs::remove_all(Path("bf16"));
     fs::remove_all(Path("df11"));
@@ -105,6 +106,22 @@ TEST_F(CheckpointTest, LayerUnitMapsWeightsInPatternOrderWithShapes) {
   EXPECT_EQ(dfc["bytes_per_thread"], 8);
   EXPECT_EQ(dfc["threads_per_block"], json::array({512}));
   EXPECT_TRUE(dfc["pattern_dict"].contains("model\\.layers\\.\\d+"));
+}
+
+TEST_F(CheckpointTest, Gemma3MultimodalPrefix) {
+  MakePair("gemma3-mm-tiny");
+  auto df11 = Checkpoint::Open(Path("df11"));
+  ASSERT_TRUE(df11.ok()) << df11.status().ToString();
+  EXPECT_EQ((*df11)->config().weight_prefix, "language_model.model.");
+  std::vector<std::string> paths;
+  for (const auto& u : (*df11)->units()) paths.push_back(u.path);
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "language_model.model.layers.3"), paths.end());
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "language_model.model.embed_tokens"), paths.end());
+  auto loc = (*df11)->Locate("vision_tower.vision_model.embeddings.patch_embedding.weight");
+  ASSERT_TRUE(loc.ok());
+  EXPECT_EQ(loc->unit, nullptr);  // the vision tower stays plain BF16
+  const json dict = ReadConfig("df11")["dfloat11_config"]["pattern_dict"];
+  EXPECT_TRUE(dict.contains("language_model\\.model\\.layers\\.\\d+")) << dict.dump();
 }
 
 TEST_F(CheckpointTest, ShardedSourceWithIndex) {
