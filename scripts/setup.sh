@@ -12,8 +12,10 @@ packages=(
   libspdlog-dev prometheus-cpp-dev
   clang libclang-rt-14-dev
   python3 python3-jinja2 python3-grpcio
-  nodejs npm
 )
+# npm fetches test fixtures; a Node.js that already ships npm (e.g. NodeSource's) conflicts with
+# Debian's npm package, so install Debian's only when no npm is on the PATH.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
