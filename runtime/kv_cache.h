@@ -1,0 +1,47 @@
+// KvCache: the paged key/value cache of the CPU runtime, owned by the caller (the scheduler);
+// the model is stateless between steps and only reads/writes the slots a step's block tables name.
+// Layout, as arrays (FlashInfer style):
+//   per layer l:  K[l], V[l]   fp32 [num_blocks, block_size, num_kv_heads, head_dim]
+//   per sequence: block_table  int32 [ceil(num_positions / block_size)], ids into [0, num_blocks)
+// Position p of a sequence lives in block block_table[p / block_size], slot p % block_size.
+// Keys are stored after k-norm and rotary embedding. ("block" here is a KV-cache block, never a
+// DF11 chunk.)
+// Thread-safety: none; one step at a time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu_ops.h"
+#include "kernels/status.h"
+#include "runtime/model_config.h"
+
+namespace df11 {
+
+struct KvCacheShape {
+  int64_t num_layers = 0;
+  int64_t num_blocks = 0;
+  int64_t block_size = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  friend bool operator==(const KvCacheShape&, const KvCacheShape&) = default;
+};
+
+class KvCache {
+ public:
+  // Allocates num_blocks blocks of block_size positions for every layer of `config`.
+  // INVALID_ARGUMENT for non-positive sizes, RESOURCE_EXHAUSTED when it would not fit in memory.
+  static StatusOr<KvCache> Create(const ModelConfig& config, int64_t num_blocks, int64_t block_size);
+
+  const KvCacheShape& shape() const { return shape_; }
+  // Blocks needed to hold `positions` positions.
+  int64_t BlocksFor(int64_t positions) const { return (positions + shape_.block_size - 1) / shape_.block_size; }
+  // The pools of one layer (0 <= layer < num_layers).
+  cpu::PagedKvLayer Layer(int64_t layer);
+
+ private:
+  KvCacheShape shape_;
+  std::vector<std::vector<float>> k_, v_;  // [num_layers][num_blocks * block_size * kv_heads * head_dim]
+};
+
+}  // namespace df11

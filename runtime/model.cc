@@ -1,0 +1,129 @@
+// Model loading: every weight of the generic decoder layer resolved once, rotary frequencies
+// computed once (see model.h). The forward step lives in model_step.cc.
+#include "runtime/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace df11 {
+
+std::vector<float> RopeInvFreq(const RopeConfig& rope, int64_t head_dim) {
+  int64_t dim = static_cast<int64_t>(static_cast<double>(head_dim) * rope.partial_rotary_factor);
+  dim -= dim % 2;
+  std::vector<float> inv_freq(dim / 2);
+  const float base = static_cast<float>(rope.theta);
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    // 1.0 / (base ** (arange(0, dim, 2).float() / dim)), every operation in fp32.
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
+    const float power = static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(exponent)));
+    inv_freq[i] = 1.0f / power;
+  }
+  const float factor = static_cast<float>(rope.factor);
+  if (rope.type == "linear") {
+    for (float& f : inv_freq) f /= factor;
+  } else if (rope.type == "llama3") {
+    const float low = static_cast<float>(rope.low_freq_factor);
+    const float high = static_cast<float>(rope.high_freq_factor);
+    const float old_context = static_cast<float>(rope.original_max_position_embeddings);
+    const float low_freq_wavelen = static_cast<float>(rope.original_max_position_embeddings / rope.low_freq_factor);
+    const float high_freq_wavelen = static_cast<float>(rope.original_max_position_embeddings / rope.high_freq_factor);
+    const float two_pi = static_cast<float>(2 * M_PI);
+    for (float& f : inv_freq) {
+      const float wavelen = two_pi / f;
+      const float scaled = wavelen > low_freq_wavelen ? f / factor : f;
+      const float smooth = (old_context / wavelen - low) / (high - low);
+      const float smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+      const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+      f = medium ? smoothed : scaled;
+    }
+  }
+  return inv_freq;
+}
+
+StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
+  if (options.device != Device::kCpu) return Unimplemented(dir + ": only the CPU device is implemented");
+  std::unique_ptr<Model> model(new Model());
+  model->options_ = options;
+  DF11_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
+  model->config_ = model->checkpoint_->config();
+  const ModelConfig& c = model->config_;
+  model->layers_.resize(c.num_layers);
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    DF11_RETURN_IF_ERROR(model->LoadLayer(layer, model->layers_[layer]));
+  }
+  DF11_RETURN_IF_ERROR(model->LoadHeads());
+  model->rope_global_ = {RopeInvFreq(c.rope, c.head_dim), 0};
+  model->rope_local_ = {RopeInvFreq(c.rope_local, c.head_dim), 0};
+  for (RopeKind* kind : {&model->rope_global_, &model->rope_local_}) {
+    kind->rotary_dim = 2 * static_cast<int64_t>(kind->inv_freq.size());
+  }
+  uint64_t largest_unit = 0;
+  for (const Df11Unit& unit : model->checkpoint_->units())
+    largest_unit = std::max(largest_unit, unit.layout.num_elements);
+  model->scratch_ = UnitScratch(largest_unit);
+  return model;
+}
+
+Status Model::LoadLayer(int64_t layer, LayerWeights& w) {
+  const ModelConfig& c = config_;
+  const Checkpoint& ckpt = *checkpoint_;
+  const std::string p = c.weight_prefix + "layers." + std::to_string(layer) + ".";
+  const int64_t q_rows = c.num_heads * c.head_dim;
+  const int64_t kv_rows = c.num_kv_heads * c.head_dim;
+  DF11_ASSIGN_OR_RETURN(w.input_norm, ReadVectorF32(ckpt, p + "input_layernorm.weight", c.hidden_size));
+  DF11_ASSIGN_OR_RETURN(w.post_attention_norm,
+                        ReadVectorF32(ckpt, p + "post_attention_layernorm.weight", c.hidden_size));
+  if (c.sandwich_norms) {
+    DF11_ASSIGN_OR_RETURN(w.pre_feedforward_norm,
+                          ReadVectorF32(ckpt, p + "pre_feedforward_layernorm.weight", c.hidden_size));
+    DF11_ASSIGN_OR_RETURN(w.post_feedforward_norm,
+                          ReadVectorF32(ckpt, p + "post_feedforward_layernorm.weight", c.hidden_size));
+  }
+  if (c.qk_norm) {
+    DF11_ASSIGN_OR_RETURN(w.q_norm, ReadVectorF32(ckpt, p + "self_attn.q_norm.weight", c.head_dim));
+    DF11_ASSIGN_OR_RETURN(w.k_norm, ReadVectorF32(ckpt, p + "self_attn.k_norm.weight", c.head_dim));
+  }
+  const std::string a = p + "self_attn.";
+  if (c.fused_qkv) {
+    DF11_ASSIGN_OR_RETURN(w.qkv, LocateLinear(ckpt, a + "qkv_proj.weight", q_rows + 2 * kv_rows, c.hidden_size));
+  } else {
+    DF11_ASSIGN_OR_RETURN(w.q, LocateLinear(ckpt, a + "q_proj.weight", q_rows, c.hidden_size));
+    DF11_ASSIGN_OR_RETURN(w.k, LocateLinear(ckpt, a + "k_proj.weight", kv_rows, c.hidden_size));
+    DF11_ASSIGN_OR_RETURN(w.v, LocateLinear(ckpt, a + "v_proj.weight", kv_rows, c.hidden_size));
+    if (c.qkv_bias) {
+      DF11_ASSIGN_OR_RETURN(w.q.bias, ReadVectorF32(ckpt, a + "q_proj.bias", q_rows));
+      DF11_ASSIGN_OR_RETURN(w.k.bias, ReadVectorF32(ckpt, a + "k_proj.bias", kv_rows));
+      DF11_ASSIGN_OR_RETURN(w.v.bias, ReadVectorF32(ckpt, a + "v_proj.bias", kv_rows));
+    }
+  }
+  DF11_ASSIGN_OR_RETURN(w.o, LocateLinear(ckpt, a + "o_proj.weight", c.hidden_size, q_rows));
+  const std::string m = p + "mlp.";
+  const int64_t inter = c.intermediate_size;
+  if (c.fused_gate_up) {
+    DF11_ASSIGN_OR_RETURN(w.gate_up, LocateLinear(ckpt, m + "gate_up_proj.weight", 2 * inter, c.hidden_size));
+  } else {
+    DF11_ASSIGN_OR_RETURN(w.gate, LocateLinear(ckpt, m + "gate_proj.weight", inter, c.hidden_size));
+    DF11_ASSIGN_OR_RETURN(w.up, LocateLinear(ckpt, m + "up_proj.weight", inter, c.hidden_size));
+  }
+  DF11_ASSIGN_OR_RETURN(w.down, LocateLinear(ckpt, m + "down_proj.weight", c.hidden_size, inter));
+  return Status::Ok();
+}
+
+// Embedding, final norm and lm_head. A tied model uses its lm_head unit when the checkpoint has
+// one (a copy of the embedding, same bits), else the embedding itself.
+Status Model::LoadHeads() {
+  const ModelConfig& c = config_;
+  const std::string embed_name = c.weight_prefix + "embed_tokens.weight";
+  DF11_ASSIGN_OR_RETURN(embedding_, LocateLinear(*checkpoint_, embed_name, c.vocab_size, c.hidden_size));
+  DF11_ASSIGN_OR_RETURN(final_norm_, ReadVectorF32(*checkpoint_, c.weight_prefix + "norm.weight", c.hidden_size));
+  StatusOr<LinearWeight> head = LocateLinear(*checkpoint_, c.lm_head_name, c.vocab_size, c.hidden_size);
+  if (head.ok()) {
+    lm_head_ = std::move(head).value();
+    return Status::Ok();
+  }
+  if (!c.tie_word_embeddings || head.status().code() != StatusCode::kNotFound) return head.status();
+  DF11_ASSIGN_OR_RETURN(lm_head_, LocateLinear(*checkpoint_, embed_name, c.vocab_size, c.hidden_size));
+  return Status::Ok();
+}
+
+}  // namespace df11

@@ -1,0 +1,107 @@
+// Model: the forward step of every supported architecture, one generic decoder layer driven by
+// ModelConfig flags (qkv bias, qk-norm, fused projections, sandwich norms, GeGLU/SwiGLU, sliding
+// windows, rope variants, soft-capping). Weights stay as loaded: a DF11 layer unit is decoded
+// into one scratch buffer just before the layer runs; embedding rows are decoded one by one.
+// Step runs a ragged batch of sequences against a caller-owned paged KvCache (kv_cache.h); the
+// model keeps no per-sequence state between steps.
+// Files: model.cc (load), model_step.cc (validation, forward, logits).
+// Thread-safety: Load'ed models are immutable except for the scratch buffer: one Step at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/status.h"
+#include "runtime/checkpoint.h"
+#include "runtime/kv_cache.h"
+#include "runtime/weights.h"
+
+namespace df11 {
+
+enum class Device { kCpu };
+
+struct ModelOptions {
+  Device device = Device::kCpu;
+  int threads = 0;  // 0 = all cores
+};
+
+// One sequence of a step: its new tokens, appended after `num_cached` cached positions.
+struct SequenceInput {
+  std::vector<int32_t> tokens;       // [n] new token ids, n >= 1
+  int64_t num_cached = 0;            // positions already in the cache = position of tokens[0]
+  std::vector<int32_t> block_table;  // KV blocks of positions [0, num_cached + n) (more are ignored)
+  std::vector<int64_t> logits_for;   // indices into `tokens` whose next-token logits are wanted
+};
+
+struct StepInput {
+  std::vector<SequenceInput> sequences;
+  KvCache* kv_cache = nullptr;  // the new tokens' K/V are written into it; must match the model
+};
+
+struct StepOutput {
+  int64_t vocab_size = 0;
+  std::vector<float> logits;                      // [rows.size(), vocab_size] fp32
+  std::vector<std::pair<int64_t, int64_t>> rows;  // per logits row: (sequence, index into tokens)
+};
+
+class Model {
+ public:
+  // Opens DIR (DF11 or BF16 checkpoint) and resolves every weight. Errors name the directory and
+  // the tensor (missing, wrong shape or dtype). UNIMPLEMENTED for a device other than kCpu.
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options = {});
+
+  const ModelConfig& config() const { return config_; }
+  const Checkpoint& checkpoint() const { return *checkpoint_; }
+
+  // Runs one forward step. Validates first and touches nothing on error:
+  //   INVALID_ARGUMENT: no sequences / no tokens, token id outside [0, vocab), negative
+  //     num_cached, a block table too short for its positions, logits_for out of range, two new
+  //     tokens mapping to the same cache slot, a KV cache of another shape;
+  //   OUT_OF_RANGE: a position >= max_position_embeddings, a block id outside the cache.
+  Status Step(const StepInput& input, StepOutput& output);
+
+ private:
+  struct LayerWeights {
+    std::vector<float> input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;
+    std::vector<float> q_norm, k_norm;     // [head_dim] when qk_norm
+    LinearWeight q, k, v, qkv, o;          // qkv when fused_qkv, else q/k/v
+    LinearWeight gate, up, gate_up, down;  // gate_up when fused_gate_up, else gate/up
+  };
+  struct RopeKind {
+    std::vector<float> inv_freq;  // [rotary_dim / 2]
+    int64_t rotary_dim = 0;
+  };
+  struct Plan;       // model_step.cc
+  struct Workspace;  // model_step.cc
+
+  Model() = default;
+  Status LoadLayer(int64_t layer, LayerWeights& out);
+  Status LoadHeads();
+
+  Status Validate(const StepInput& input) const;
+  Status Embed(const std::vector<int32_t>& tokens, float* hidden);
+  Status Linear(const LinearWeight& w, const float* x, int64_t tokens, float* y);
+  Status AttentionBlock(int64_t layer, const Plan& plan, KvCache& cache, Workspace& ws, float* hidden);
+  Status MlpBlock(int64_t layer, const Plan& plan, Workspace& ws, float* hidden);
+  Status Logits(const StepInput& input, const Plan& plan, const float* hidden, StepOutput& output);
+
+  std::unique_ptr<Checkpoint> checkpoint_;
+  ModelConfig config_;
+  ModelOptions options_;
+  std::vector<LayerWeights> layers_;
+  std::vector<float> final_norm_;
+  LinearWeight embedding_;  // [vocab, hidden]; gathered row by row, never decoded whole
+  LinearWeight lm_head_;    // [vocab, hidden]; the lm_head unit/tensor, or the embedding when tied
+  RopeKind rope_global_, rope_local_;
+  UnitScratch scratch_;
+};
+
+// Inverse rotary frequencies [rotary_dim / 2] computed in fp32 exactly as transformers'
+// _compute_default_rope_parameters / _compute_linear_scaling_rope_parameters /
+// _compute_llama3_parameters; rotary_dim = int(head_dim * partial_rotary_factor), even.
+std::vector<float> RopeInvFreq(const RopeConfig& rope, int64_t head_dim);
+
+}  // namespace df11

@@ -1,0 +1,228 @@
+// The CPU forward step: DF11 and BF16 give bit-identical logits, ragged batches and chunked
+// prefill agree with single whole runs, sliding windows forget, bad inputs are rejected.
+// Comparison with Hugging Face transformers lives in model_hf_test.cc.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/compress.h"
+#include "runtime/model.h"
+#include "runtime/random_model.h"
+#include "tests/runtime/model_test_util.h"
+
+namespace df11 {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelCpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("df11_model_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // BF16 random model of `preset` (std 0.1 so logits separate) and its DF11 compression.
+  std::pair<std::string, std::string> MakeModels(const std::string& preset) {
+    const std::string bf16 = (root_ / (preset + "-bf16")).string();
+    const std::string df11 = (root_ / (preset + "-df11")).string();
+    RandomModelOptions options;
+    options.stddev = 0.1f;
+    EXPECT_TRUE(WriteRandomModel(preset, bf16, options).ok());
+    auto report = CompressCheckpoint(bf16, df11, {});
+    EXPECT_TRUE(report.ok()) << report.status().ToString();
+    return {bf16, df11};
+  }
+
+  fs::path root_;
+};
+
+const std::vector<int32_t> kPrompt = {1, 17, 300, 42, 5, 99, 256, 3, 77, 401, 12, 8};
+
+class LosslessTest : public ModelCpuTest, public ::testing::WithParamInterface<std::string> {};
+
+// Prefill + 64 greedy decode steps from the DF11 directory and from the BF16 directory.
+TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
+  const auto [bf16_dir, df11_dir] = MakeModels(GetParam());
+  auto bf16 = Model::Load(bf16_dir);
+  auto df11 = Model::Load(df11_dir);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  ASSERT_TRUE(df11.ok()) << df11.status().ToString();
+  ASSERT_TRUE((*df11)->checkpoint().is_df11());
+  ASSERT_FALSE((*bf16)->checkpoint().is_df11());
+  TestSession a(**bf16, 128), b(**df11, 128);
+  auto la = a.Prefill(kPrompt, /*all_logits=*/true);
+  auto lb = b.Prefill(kPrompt, true);
+  ASSERT_EQ(la, lb);
+  int32_t token = Argmax(la, la.size() / (*bf16)->config().vocab_size - 1, (*bf16)->config().vocab_size);
+  for (int step = 0; step < 64; ++step) {
+    la = a.Decode(token);
+    lb = b.Decode(token);
+    ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << "step " << step;
+    token = Argmax(la, 0, (*bf16)->config().vocab_size);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, LosslessTest,
+                         ::testing::Values("qwen3-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "phi3-tiny",
+                                           "gemma3-tiny"));
+
+float MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  float num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(a[i] - b[i]));
+    den = std::max(den, std::fabs(b[i]));
+  }
+  return num / std::max(den, 1e-30f);
+}
+
+// Three sequences with different histories in one step give each one's logits alone.
+TEST_F(ModelCpuTest, RaggedBatchMatchesSequencesAlone) {
+  const auto [bf16_dir, df11_dir] = MakeModels("gemma3-tiny");
+  auto model = Model::Load(df11_dir);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const int64_t vocab = (*model)->config().vocab_size;
+  const std::vector<std::vector<int32_t>> history = {
+      {5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21}, {}, {400, 401}};
+  const std::vector<std::vector<int32_t>> fresh = {{30, 31}, {1, 2, 3, 4, 5, 6, 7}, {9}};
+  std::vector<std::vector<float>> alone;
+  for (size_t s = 0; s < 3; ++s) {
+    TestSession session(**model, 64);
+    if (!history[s].empty()) session.Prefill(history[s], false);
+    alone.push_back(session.Prefill(fresh[s], true));
+  }
+  // Batched: the histories first (one ragged step), then the fresh tokens (another).
+  TestBatch batch(**model, 64, 3);
+  std::vector<std::vector<int32_t>> hist_tokens;
+  for (size_t s = 0; s < 3; ++s) hist_tokens.push_back(history[s].empty() ? std::vector<int32_t>{} : history[s]);
+  ASSERT_TRUE(batch.Run(hist_tokens, false).ok());
+  StepOutput out;
+  ASSERT_TRUE(batch.Run(fresh, true, &out).ok());
+  for (size_t r = 0, s = 0; s < 3; ++s) {
+    std::vector<float> got(out.logits.begin() + r * vocab, out.logits.begin() + (r + fresh[s].size()) * vocab);
+    r += fresh[s].size();
+    EXPECT_LE(MaxRelDiff(got, alone[s]), 1e-5) << "sequence " << s;
+  }
+}
+
+TEST_F(ModelCpuTest, ChunkedPrefillMatchesWholePrefill) {
+  const auto [bf16_dir, df11_dir] = MakeModels("phi3-tiny");
+  auto model = Model::Load(bf16_dir);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 23; ++i) prompt.push_back((i * 37 + 11) % 512);
+  TestSession whole(**model, 16);
+  const auto want = whole.Prefill(prompt, false);
+  TestSession chunked(**model, 16);
+  std::vector<float> got;
+  for (size_t begin = 0; begin < prompt.size(); begin += 7) {
+    const size_t end = std::min(prompt.size(), begin + 7);
+    got = chunked.Prefill(std::vector<int32_t>(prompt.begin() + begin, prompt.begin() + end), false);
+  }
+  EXPECT_LE(MaxRelDiff(got, want), 1e-5);
+}
+
+// Mistral with a 4-token window on both layers: the last position's receptive field is
+// 2 x (4 - 1) positions back, so changing the first two tokens of 12 changes nothing there.
+TEST_F(ModelCpuTest, SlidingWindowLayersIgnoreTokensOutsideTheWindow) {
+  const std::string dir = (root_ / "mistral").string();
+  ASSERT_TRUE(WriteRandomModel("mistral-tiny", dir, {.stddev = 0.1f}).ok());
+  nlohmann::json config;
+  std::ifstream(dir + "/config.json") >> config;
+  config["sliding_window"] = 4;
+  std::ofstream(dir + "/config.json") << config.dump(2);
+  auto model = Model::Load(dir);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_EQ((*model)->config().sliding_window, 4);
+  std::vector<int32_t> a = {3, 4, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
+  std::vector<int32_t> b = a;
+  b[0] = 500;
+  b[1] = 501;
+  TestSession sa(**model, 8), sb(**model, 8);
+  const auto la = sa.Prefill(a, true), lb = sb.Prefill(b, true);
+  const int64_t vocab = (*model)->config().vocab_size;
+  EXPECT_TRUE(std::equal(la.end() - vocab, la.end(), lb.end() - vocab));
+  EXPECT_FALSE(std::equal(la.begin() + 2 * vocab, la.begin() + 3 * vocab, lb.begin() + 2 * vocab));
+}
+
+TEST_F(ModelCpuTest, RejectsBadInputs) {
+  const auto [bf16_dir, df11_dir] = MakeModels("qwen3-tiny");
+  auto loaded = Model::Load(df11_dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  Model& model = **loaded;
+  auto cache = KvCache::Create(model.config(), 4, 16);
+  ASSERT_TRUE(cache.ok());
+  auto run = [&](SequenceInput seq, KvCache* kv) {
+    StepInput in;
+    in.sequences.push_back(std::move(seq));
+    in.kv_cache = kv;
+    StepOutput out;
+    return model.Step(in, out);
+  };
+  const SequenceInput good{{1, 2, 3}, 0, {0}, {2}};
+  EXPECT_TRUE(run(good, &*cache).ok());
+  auto expect = [&](SequenceInput seq, StatusCode code, const std::string& words, KvCache* kv) {
+    const Status st = run(std::move(seq), kv);
+    EXPECT_EQ(st.code(), code) << st.ToString();
+    EXPECT_NE(st.message().find(words), std::string::npos) << st.ToString();
+  };
+  KvCache* kv = &*cache;
+  expect({{1, 512, 3}, 0, {0}, {}}, StatusCode::kInvalidArgument, "outside the vocabulary", kv);
+  expect({{1, -1}, 0, {0}, {}}, StatusCode::kInvalidArgument, "outside the vocabulary", kv);
+  expect({{}, 0, {0}, {}}, StatusCode::kInvalidArgument, "no new tokens", kv);
+  expect({{1}, 2048, {0}, {}}, StatusCode::kOutOfRange, "max_position_embeddings", kv);
+  expect({{1}, -3, {0}, {}}, StatusCode::kInvalidArgument, "negative", kv);
+  expect({{1, 2}, 15, {0}, {}}, StatusCode::kInvalidArgument, "block table", kv);
+  expect({{1}, 0, {4}, {}}, StatusCode::kOutOfRange, "outside the cache", kv);
+  expect({{1}, 0, {-1}, {}}, StatusCode::kOutOfRange, "outside the cache", kv);
+  expect({{1, 2}, 0, {0}, {2}}, StatusCode::kInvalidArgument, "logits_for", kv);
+  expect(good, StatusCode::kInvalidArgument, "no KV cache", nullptr);
+  StepInput overlap;
+  overlap.kv_cache = kv;
+  overlap.sequences = {good, good};
+  StepOutput out;
+  EXPECT_EQ(model.Step(overlap, out).code(), StatusCode::kInvalidArgument);
+  ModelConfig other = model.config();
+  other.num_kv_heads *= 2;
+  auto wrong = KvCache::Create(other, 4, 16);
+  ASSERT_TRUE(wrong.ok());
+  expect(good, StatusCode::kInvalidArgument, "does not match", &*wrong);
+}
+
+TEST(ModelLoad, MissingDirectoryAndDeviceErrors) { EXPECT_FALSE(Model::Load("/nonexistent/df11/model").ok()); }
+
+TEST(RopeInvFreq, DefaultLinearLlama3AndPartial) {
+  RopeConfig rope;
+  rope.theta = 10000;
+  auto f = RopeInvFreq(rope, 8);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  EXPECT_NEAR(f[1], 0.1f, 1e-7);
+  rope.type = "linear";
+  rope.factor = 4;
+  EXPECT_NEAR(RopeInvFreq(rope, 8)[1], 0.025f, 1e-8);
+  rope.partial_rotary_factor = 0.75;  // 12 x 0.75 = 9 -> 8 rotated dims
+  EXPECT_EQ(RopeInvFreq(rope, 12).size(), 4u);
+  RopeConfig l3;
+  l3.theta = 500000;
+  l3.type = "llama3";
+  l3.factor = 8;
+  l3.low_freq_factor = 1;
+  l3.high_freq_factor = 4;
+  l3.original_max_position_embeddings = 256;
+  const auto base = RopeInvFreq(RopeConfig{.theta = 500000}, 32);
+  const auto scaled = RopeInvFreq(l3, 32);
+  EXPECT_EQ(scaled[0], base[0]);                    // high frequency: unchanged
+  EXPECT_FLOAT_EQ(scaled.back(), base.back() / 8);  // low frequency: divided by factor
+}
+
+}  // namespace
+}  // namespace df11
