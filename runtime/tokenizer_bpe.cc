@@ -12,7 +12,10 @@ namespace {
 
 constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
 
-std::string Quoted(std::string_view s) { return nlohmann::json(std::string(s)).dump(); }
+// `s` as a JSON string literal for error messages (invalid UTF-8 shown as U+FFFD).
+std::string Quoted(std::string_view s) {
+  return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 // Optional string member where null and "" both mean "none" (HF treats "" as a no-op affix).
 StatusOr<std::optional<std::string>> OptionalString(const JsonNode& node, std::string_view key) {
@@ -196,7 +199,27 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const JsonNode& node, BpeTab
       m->bmp_ids_[cp] = m->TokenId(ch).value_or(-1);
     }
   }
+  m->FindWordBoundaries();
   return m;
+}
+
+void BpeModel::FindWordBoundaries() {
+  std::string start;
+  AppendUtf8(start, kWordStart);
+  // ignore_merges looks the whole word up, and affixes depend on word edges: no cutting then.
+  if (ignore_merges_ || prefix_ || suffix_ || !TokenId(start)) return;
+  for (size_t i = 0; i < vocab_.size(); ++i) {
+    std::string_view token = vocab_.token(i);
+    char32_t prev = kWordStart;  // nothing bridges into a token's first character
+    for (size_t pos = 0; pos < token.size();) {
+      char32_t cp = NextCodePoint(token, pos);
+      if (cp == kWordStart && prev != kWordStart) bridges_.push_back(prev);
+      prev = cp;
+    }
+  }
+  std::sort(bridges_.begin(), bridges_.end());
+  bridges_.erase(std::unique(bridges_.begin(), bridges_.end()), bridges_.end());
+  cut_long_words_ = true;
 }
 
 std::optional<std::string_view> BpeModel::TokenString(int32_t id) const {
@@ -300,6 +323,25 @@ void BpeModel::MergeAll(std::vector<Symbol>& sym) const {
 }
 
 Status BpeModel::Tokenize(std::string_view word, std::vector<int32_t>& out) const {
+  constexpr size_t kLongWordBytes = 64;
+  if (!cut_long_words_ || word.size() <= kLongWordBytes) return TokenizeWord(word, out);
+  size_t piece_start = 0, prev_start = 0;
+  char32_t prev = kWordStart;
+  for (size_t pos = 0; pos < word.size();) {
+    size_t char_start = pos;
+    char32_t cp = NextCodePoint(word, pos);
+    if (cp == kWordStart && prev != kWordStart && !std::binary_search(bridges_.begin(), bridges_.end(), prev) &&
+        CharId(word.substr(prev_start, char_start - prev_start), prev) >= 0) {
+      DF11_RETURN_IF_ERROR(TokenizeWord(word.substr(piece_start, char_start - piece_start), out));
+      piece_start = char_start;
+    }
+    prev = cp;
+    prev_start = char_start;
+  }
+  return TokenizeWord(word.substr(piece_start), out);
+}
+
+Status BpeModel::TokenizeWord(std::string_view word, std::vector<int32_t>& out) const {
   CacheShard* shard = nullptr;
   if (word.size() < kMaxCachedWordBytes) {
     shard = &cache_[StringHash{}(word) % kCacheShards];

@@ -112,6 +112,8 @@ class BpeModel {
     int32_t next;
     uint32_t len;  // bytes; 0 marks a symbol merged into its left neighbour
   };
+  Status TokenizeWord(std::string_view word, std::vector<int32_t>& out) const;
+  void FindWordBoundaries();
   Status InitialSymbols(std::string_view word, std::vector<Symbol>& symbols) const;
   void MergeAll(std::vector<Symbol>& symbols) const;
   int32_t CharId(std::string_view ch, char32_t cp) const;
@@ -125,6 +127,13 @@ class BpeModel {
   int32_t unk_id_ = -1;  // -1: no unk_token, or it is missing from the vocabulary
   std::optional<std::string> prefix_;  // continuing_subword_prefix
   std::optional<std::string> suffix_;  // end_of_word_suffix
+  // Long words (a whole Gemma line is one) are cut before a kWordStart character wherever no
+  // vocabulary token can span the cut: the previous character is itself a token and no token
+  // contains it followed by kWordStart. Each piece then merges alone, exactly as in the whole
+  // word, and short pieces hit the cache.
+  static constexpr char32_t kWordStart = 0x2581;  // "▁"
+  bool cut_long_words_ = false;
+  std::vector<char32_t> bridges_;  // sorted: characters some token has right before "▁"
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;

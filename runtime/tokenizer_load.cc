@@ -60,7 +60,9 @@ Status BuildFromTokenizerJson(const JsonNode& root, BpeTables& tables, Tokenizer
   DF11_ASSIGN_OR_RETURN(impl.pre_tokenizer, ParsePreTokenizer(root.Find("pre_tokenizer").value_or(null_node)));
   std::optional<JsonNode> post = root.Find("post_processor");
   DF11_ASSIGN_OR_RETURN(impl.post_processor, ParsePostProcessor(post.value_or(null_node)));
-  if (post) post_processor_type->assign(post->value().value("type", ""));
+  if (post && post->value().is_object() && post->value().contains("type") && post->value()["type"].is_string()) {
+    post_processor_type->assign(post->value()["type"].get<std::string>());
+  }
   DF11_ASSIGN_OR_RETURN(impl.decoder, ParseDecoder(root.Find("decoder").value_or(null_node)));
 
   DF11_ASSIGN_OR_RETURN(std::vector<AddedToken> added, ParseAddedTokens(root));
