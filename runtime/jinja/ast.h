@@ -57,6 +57,11 @@ struct Expr {
   std::vector<ExprPtr> kids;
   std::unique_ptr<ArgList> args;  // kCall, kFilter, kTest (may be null when no arguments)
   bool negated = false;           // kTest
+  // A constant subtree (no variables or calls) containing a slice. jinja2's optimizer
+  // evaluates such subtrees at compile time, where slicing goes through the sandbox getitem
+  // (a TypeError yields undefined instead of failing), and keeps the result when it is a
+  // plain value (or, for a whole {{ }}, always). The interpreter replays that.
+  bool const_fold = false;
 };
 
 struct MacroDef {
@@ -65,6 +70,7 @@ struct MacroDef {
   std::vector<ExprPtr> defaults;  // aligned to the last defaults.size() params
   Body body;
   bool uses_varargs = false, uses_kwargs = false, uses_caller = false;
+  std::vector<std::string> frame_undefined;  // see Stmt::frame_undefined
 };
 
 struct Stmt {
@@ -81,7 +87,9 @@ struct Stmt {
     kWith,        // targets exprs[0,2,4..], values exprs[1,3,..]; bodies[0]
     kBreak,
     kContinue,
-    kScope,       // {% generation %} body: rendered in place; bodies[0]
+    kGroup,       // statements run in the current frame ({% print a, b %}); bodies[0]
+    kGeneration,  // {% generation %} body, rendered in place in its own frame; bodies[0]
+    kRoot,        // the whole template; bodies[0]
   };
   Kind kind;
   int line = 0, col = 0;
@@ -90,6 +98,12 @@ struct Stmt {
   std::vector<Body> bodies;
   Body else_body;
   std::shared_ptr<MacroDef> macro;
+  // Names jinja2 binds as undefined when the statement's own frame (root, for body, with,
+  // set/filter block, generation) is entered: assigned at that frame's top level before any
+  // other use, and not referenced by any enclosing frame (jinja2/idtracking.py). Nested
+  // frames that read them before the assignment see undefined, not the caller's variable.
+  std::vector<std::string> frame_undefined;
+  std::vector<std::string> else_frame_undefined;  // kFor: the else block's frame
 };
 
 }  // namespace df11::jinja

@@ -165,28 +165,44 @@ StatusOr<Value> Join(Interpreter& in, const Value& self, CallArgs& a) {
   return Value(std::move(out));
 }
 
-StatusOr<Value> CharClass(const Value& self, CallArgs& a, const char* n, bool (*pred)(char32_t)) {
+// str.isdigit/isalpha/isalnum: each code point is a definite yes, a definite no, or (for
+// uncased non-ASCII letters, digits of other scripts, ...) unknown without Unicode tables,
+// in which case we refuse rather than guess.
+enum class Tri { kNo, kYes, kUnknown };
+StatusOr<Value> CharClass(const Value& self, CallArgs& a, const char* n, Tri (*classify)(char32_t)) {
   DF11_RETURN_IF_ERROR(BindArgs(n, a, {}).status());
   std::u32string u = pystr::Decode(self.str());
-  if (u.empty()) return Value(false);
-  return Value(std::all_of(u.begin(), u.end(), pred));
+  bool unknown = false;
+  for (char32_t c : u) {
+    Tri t = classify(c);
+    if (t == Tri::kNo) return Value(false);
+    unknown |= t == Tri::kUnknown;
+  }
+  if (unknown) return Unimplemented(std::string(n) + "() of this non-ASCII text needs Unicode tables we do not carry");
+  return Value(!u.empty());
 }
-bool AsciiDigit(char32_t c) { return c >= '0' && c <= '9'; }
-bool AsciiAlpha(char32_t c) { return c < 0x80 ? ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') : (pystr::IsUpperChar(c) || pystr::IsLowerChar(c)); }
-bool AsciiAlnum(char32_t c) { return AsciiDigit(c) || AsciiAlpha(c); }
-StatusOr<Value> IsSpace(Interpreter&, const Value& s, CallArgs& a) { return CharClass(s, a, "str.isspace", pystr::IsSpace); }
-StatusOr<Value> IsDigit(Interpreter&, const Value& s, CallArgs& a) {
-  if (!pystr::IsAscii(s.str())) return Unimplemented("str.isdigit() of non-ASCII text");
-  return CharClass(s, a, "str.isdigit", AsciiDigit);
+bool IsAsciiLetter(char32_t c) { return c < 0x80 && (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+bool IsAsciiDigit(char32_t c) { return c >= '0' && c <= '9'; }
+bool IsCasedLetter(char32_t c) { return c >= 0x80 && (pystr::IsUpperChar(c) || pystr::IsLowerChar(c)); }
+Tri DigitClass(char32_t c) {
+  if (c < 0x80) return IsAsciiDigit(c) ? Tri::kYes : Tri::kNo;
+  return (pystr::IsSpace(c) || IsCasedLetter(c)) ? Tri::kNo : Tri::kUnknown;
 }
-StatusOr<Value> IsAlpha(Interpreter&, const Value& s, CallArgs& a) {
-  if (!pystr::IsAscii(s.str())) return Unimplemented("str.isalpha() of non-ASCII text");
-  return CharClass(s, a, "str.isalpha", AsciiAlpha);
+Tri AlphaClass(char32_t c) {
+  if (c < 0x80) return IsAsciiLetter(c) ? Tri::kYes : Tri::kNo;
+  if (IsCasedLetter(c)) return Tri::kYes;
+  return pystr::IsSpace(c) ? Tri::kNo : Tri::kUnknown;
 }
-StatusOr<Value> IsAlnum(Interpreter&, const Value& s, CallArgs& a) {
-  if (!pystr::IsAscii(s.str())) return Unimplemented("str.isalnum() of non-ASCII text");
-  return CharClass(s, a, "str.isalnum", AsciiAlnum);
+Tri AlnumClass(char32_t c) {
+  if (c < 0x80) return (IsAsciiLetter(c) || IsAsciiDigit(c)) ? Tri::kYes : Tri::kNo;
+  if (IsCasedLetter(c)) return Tri::kYes;
+  return pystr::IsSpace(c) ? Tri::kNo : Tri::kUnknown;
 }
+Tri SpaceClass(char32_t c) { return pystr::IsSpace(c) ? Tri::kYes : Tri::kNo; }
+StatusOr<Value> IsSpace(Interpreter&, const Value& s, CallArgs& a) { return CharClass(s, a, "str.isspace", SpaceClass); }
+StatusOr<Value> IsDigit(Interpreter&, const Value& s, CallArgs& a) { return CharClass(s, a, "str.isdigit", DigitClass); }
+StatusOr<Value> IsAlpha(Interpreter&, const Value& s, CallArgs& a) { return CharClass(s, a, "str.isalpha", AlphaClass); }
+StatusOr<Value> IsAlnum(Interpreter&, const Value& s, CallArgs& a) { return CharClass(s, a, "str.isalnum", AlnumClass); }
 StatusOr<Value> CasePredicate(const Value& self, CallArgs& a, bool upper) {
   DF11_RETURN_IF_ERROR(BindArgs(upper ? "str.isupper" : "str.islower", a, {}).status());
   bool cased = false;
@@ -294,19 +310,19 @@ StatusOr<Value> DictItems(Interpreter&, const Value& self, CallArgs& a) {
   DF11_RETURN_IF_ERROR(BindArgs("dict.items", a, {}).status());
   std::vector<Value> items;
   for (const auto& [k, v] : self.dict().entries()) items.push_back(Value::Tuple({k, v}));
-  return Value::List(std::move(items));
+  return Value::MakeView(Value::View::kItems, std::move(items));
 }
 StatusOr<Value> DictKeys(Interpreter&, const Value& self, CallArgs& a) {
   DF11_RETURN_IF_ERROR(BindArgs("dict.keys", a, {}).status());
   std::vector<Value> items;
   for (const auto& [k, v] : self.dict().entries()) items.push_back(k);
-  return Value::List(std::move(items));
+  return Value::MakeView(Value::View::kKeys, std::move(items));
 }
 StatusOr<Value> DictValues(Interpreter&, const Value& self, CallArgs& a) {
   DF11_RETURN_IF_ERROR(BindArgs("dict.values", a, {}).status());
   std::vector<Value> items;
   for (const auto& [k, v] : self.dict().entries()) items.push_back(v);
-  return Value::List(std::move(items));
+  return Value::MakeView(Value::View::kValues, std::move(items));
 }
 StatusOr<Value> DictGet(Interpreter&, const Value& self, CallArgs& a) {
   DF11_ASSIGN_OR_RETURN(auto p, BindArgs("dict.get", a, {{"key"}, {"default", false, Value::None()}}));

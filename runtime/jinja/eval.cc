@@ -1,4 +1,5 @@
 // Expression evaluation with Python operator semantics (see interp.h).
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/jinja/builtins.h"
@@ -96,6 +97,11 @@ StatusOr<Value> IntPow(int64_t base, int64_t exp) {
 }
 
 StatusOr<Value> Arith(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
+  if (op == "%" && a.is_string()) {
+    // str.__mod__ accepts any right operand, undefined included (it is printed as "").
+    DF11_ASSIGN_OR_RETURN(std::string s, PercentFormat(in, a.str(), b));
+    return Value(std::move(s));
+  }
   if (a.is_undefined()) return UndefinedError(a);
   if (b.is_undefined()) return UndefinedError(b);
   if (op == "+") return Add(in, a, b);
@@ -103,7 +109,6 @@ StatusOr<Value> Arith(Interpreter& in, const std::string& op, const Value& a, co
     if (a.is_integral() && (b.is_string() || b.is_sequence())) return Repeat(in, b, a.as_int());
     if (b.is_integral() && (a.is_string() || a.is_sequence())) return Repeat(in, a, b.as_int());
   }
-  if (op == "%" && a.is_string()) return Unimplemented("printf-style string formatting with '%'");
   if (!a.is_number() || !b.is_number()) return Unsupported(op.c_str(), a, b);
   bool ints = a.is_integral() && b.is_integral();
   int64_t x = a.as_int(), y = b.as_int();
@@ -163,11 +168,13 @@ StatusOr<bool> Contains(Interpreter& in, const Value& container, const Value& ne
       while (it.pos < it.items.size()) {
         if (Equals(it.items[it.pos++], needle)) return true;
       }
+      if (!it.error.ok()) return it.error;
       return false;
     }
     case Value::Kind::kUndefined: return false;
     case Value::Kind::kList:
     case Value::Kind::kTuple:
+    case Value::Kind::kView:
       for (const Value& item : container.items()) {
         if (Equals(item, needle)) return true;
       }
@@ -205,9 +212,11 @@ StatusOr<Value> EvalSlice(Interpreter& in, const Value& obj, const Expr& slice) 
     if (!b.is_integral()) valid = false;
     else bounds[i] = b.as_int();
   }
+  // jinja2 compiles slicing to a plain Python subscript (no sandbox getitem), so misuse fails.
   if (obj.is_undefined()) return UndefinedError(obj);
-  if (!obj.is_string() && !obj.is_sequence()) return Value::Undefined(std::string("'") + obj.TypeName() + " object' is not subscriptable with a slice");
-  if (!valid) return Value::Undefined("slice indices must be integers or None");
+  if (obj.is_dict()) return TypeError("unhashable type: 'slice'");
+  if (!obj.is_string() && !obj.is_sequence()) return TypeError(std::string("'") + obj.TypeName() + "' object is not subscriptable");
+  if (!valid) return TypeError("slice indices must be integers or None or have an __index__ method");
   std::vector<int64_t> idx;
   if (obj.is_string()) {
     if (pystr::IsAscii(obj.str())) {
@@ -272,7 +281,37 @@ StatusOr<CallArgs> EvalArgs(Interpreter& in, const ArgList* list) {
   return args;
 }
 
+// Values jinja2's optimizer keeps as compile-time constants (nodes.Const.from_untrusted).
+bool IsSafeConstant(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kNone:
+    case Value::Kind::kBool:
+    case Value::Kind::kInt:
+    case Value::Kind::kFloat:
+    case Value::Kind::kString: return true;
+    case Value::Kind::kList:
+    case Value::Kind::kTuple:
+      return std::all_of(v.items().begin(), v.items().end(), IsSafeConstant);
+    case Value::Kind::kDict:
+      for (const auto& [k, x] : v.dict().entries()) {
+        if (!IsSafeConstant(k) || !IsSafeConstant(x)) return false;
+      }
+      return true;
+    default: return false;
+  }
+}
+
 StatusOr<Value> Interpreter::Eval(const Expr& e) {
+  if (e.const_fold && !const_mode_) {
+    // jinja2 folds this constant subtree at compile time if it yields a plain value (or if it
+    // is a whole {{ }}); otherwise the same code runs at render time with raw slicing.
+    const bool saved_final = error_final_;
+    const_mode_ = true;
+    StatusOr<Value> folded = EvalImpl(e);
+    const_mode_ = false;
+    if (folded.ok() && (&e == print_root_ || IsSafeConstant(*folded))) return folded;
+    error_final_ = saved_final;
+  }
   StatusOr<Value> v = EvalImpl(e);
   if (!v.ok()) return Locate(v.status(), e.line, e.col);
   return v;
@@ -314,7 +353,13 @@ StatusOr<Value> Interpreter::EvalImpl(const Expr& e) {
     case Expr::Kind::kGetItem: {
       DF11_ASSIGN_OR_RETURN(Value obj, Eval(*e.kids[0]));
       const Expr& key = *e.kids[1];
-      if (key.kind == Expr::Kind::kSlice) return EvalSlice(in, obj, key);
+      if (key.kind == Expr::Kind::kSlice) {
+        StatusOr<Value> v = EvalSlice(in, obj, key);
+        if (!v.ok() && const_mode_ && v.status().message().rfind("TypeError", 0) == 0) {
+          return Value::Undefined(v.status().message());
+        }
+        return v;
+      }
       DF11_ASSIGN_OR_RETURN(Value k, Eval(key));
       return GetItem(in, obj, k);
     }

@@ -46,7 +46,8 @@ StatusOr<Value> Length(Interpreter&, const Value& v, CallArgs& a) {
     case Value::Kind::kUndefined: return Value(int64_t{0});
     case Value::Kind::kString: return Value(static_cast<int64_t>(pystr::Length(v.str())));
     case Value::Kind::kList:
-    case Value::Kind::kTuple: return Value(static_cast<int64_t>(v.items().size()));
+    case Value::Kind::kTuple:
+    case Value::Kind::kView: return Value(static_cast<int64_t>(v.items().size()));
     case Value::Kind::kDict: return Value(static_cast<int64_t>(v.dict().size()));
     default: return TypeError(std::string("object of type '") + v.TypeName() + "' has no len()");
   }
@@ -229,8 +230,10 @@ StatusOr<Value> Indent(Interpreter& in, const Value& v, CallArgs& a) {
   } else {
     return TypeError("indent width must be an int or a str");
   }
-  DF11_ASSIGN_OR_RETURN(std::string s, SoftStr(v));
-  s += "\n";  // jinja2 quirk: makes splitlines keep a trailing empty line
+  // jinja2 appends "\n" to the raw value (no str() first), so only strings are accepted.
+  if (v.is_undefined()) return UndefinedErrorFor(v);
+  if (!v.is_string()) return TypeError(std::string("indent expects a string, not '") + v.TypeName() + "'");
+  std::string s = v.str() + "\n";  // jinja2 quirk: makes splitlines keep a trailing empty line
   std::vector<std::string> lines = pystr::SplitLines(s, false);
   std::string rv;
   if (p[2].Truthy()) {

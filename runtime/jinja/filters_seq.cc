@@ -70,8 +70,9 @@ Status SortByKeys(std::vector<Value>* items, const std::vector<Value>& keys, boo
   return Status::Ok();
 }
 
-StatusOr<Value> SelectOrReject(Interpreter& in, const Value& seq, CallArgs& a, bool select, bool attr) {
-  if (!seq.Truthy()) return Value::MakeIterator({});
+// Fills *out like the jinja2 generator would; the status is where it would raise.
+Status SelectOrRejectInto(Interpreter& in, const Value& seq, CallArgs& a, bool select, bool attr, std::vector<Value>* out) {
+  if (!seq.Truthy()) return Status::Ok();
   size_t off = 0;
   Value attribute;
   if (attr) {
@@ -89,7 +90,6 @@ StatusOr<Value> SelectOrReject(Interpreter& in, const Value& seq, CallArgs& a, b
   test_args.args.assign(a.args.begin() + std::min(a.args.size(), off + 1), a.args.end());
   test_args.kwargs = a.kwargs;
   DF11_ASSIGN_OR_RETURN(std::vector<Value> items, in.Iterate(seq));
-  std::vector<Value> out;
   for (Value& item : items) {
     DF11_ASSIGN_OR_RETURN(Value v, GetPath(in, item, attribute));
     bool pass;
@@ -99,9 +99,15 @@ StatusOr<Value> SelectOrReject(Interpreter& in, const Value& seq, CallArgs& a, b
       CallArgs copy = test_args;
       DF11_ASSIGN_OR_RETURN(pass, in.ApplyTest(test, v, copy));
     }
-    if (pass == select) out.push_back(std::move(item));
+    if (pass == select) out->push_back(std::move(item));
   }
-  return Value::MakeIterator(std::move(out));
+  return Status::Ok();
+}
+
+StatusOr<Value> SelectOrReject(Interpreter& in, const Value& seq, CallArgs& a, bool select, bool attr) {
+  std::vector<Value> out;
+  Status st = SelectOrRejectInto(in, seq, a, select, attr, &out);
+  return Value::MakeIterator(std::move(out), std::move(st));
 }
 
 StatusOr<Value> MinMax(Interpreter& in, const Value& v, CallArgs& a, bool max, const char* n) {
@@ -151,6 +157,7 @@ StatusOr<Value> FirstFilter(Interpreter& in, const Value& v, CallArgs& a) {
   if (v.is_iterator()) {
     Iterator& it = v.iterator();
     if (it.pos < it.items.size()) return it.items[it.pos++];
+    if (!it.error.ok()) return it.error;
   } else {
     DF11_ASSIGN_OR_RETURN(std::vector<Value> items, in.Iterate(v));
     if (!items.empty()) return items[0];
@@ -189,7 +196,7 @@ StatusOr<Value> JoinFilter(Interpreter& in, const Value& v, CallArgs& a) {
 StatusOr<Value> ItemsFilter(Interpreter&, const Value& v, CallArgs& a) {
   DF11_RETURN_IF_ERROR(BindArgs("items", a, {}).status());
   if (v.is_undefined()) return Value::MakeIterator({});
-  if (!v.is_dict()) return TypeError("Can only get item pairs from a mapping.");
+  if (!v.is_dict()) return Value::MakeIterator({}, TypeError("Can only get item pairs from a mapping."));
   std::vector<Value> pairs;
   for (const auto& [k, x] : v.dict().entries()) pairs.push_back(Value::Tuple({k, x}));
   return Value::MakeIterator(std::move(pairs));
@@ -202,7 +209,7 @@ StatusOr<Value> ReverseFilter(Interpreter& in, const Value& v, CallArgs& a) {
     std::reverse(u.begin(), u.end());
     return Value(pystr::Encode(u));
   }
-  bool iterable = v.is_undefined() || v.is_sequence() || v.is_dict() || v.is_iterator();
+  bool iterable = v.is_undefined() || v.is_sequence() || v.is_dict() || v.is_iterator() || v.is_view();
   if (!iterable) return InvalidArgument("FilterArgumentError: argument must be iterable");
   DF11_ASSIGN_OR_RETURN(std::vector<Value> items, in.Iterate(v));
   std::reverse(items.begin(), items.end());
@@ -210,10 +217,10 @@ StatusOr<Value> ReverseFilter(Interpreter& in, const Value& v, CallArgs& a) {
   return v.is_iterator() ? Value::List(std::move(items)) : Value::MakeIterator(std::move(items));
 }
 
-StatusOr<Value> MapFilter(Interpreter& in, const Value& v, CallArgs& a) {
-  if (!v.Truthy()) return Value::MakeIterator({});
+static Status MapInto(Interpreter& in, const Value& v, CallArgs& a, std::vector<Value>* out_items) {
+  if (!v.Truthy()) return Status::Ok();
   DF11_ASSIGN_OR_RETURN(std::vector<Value> items, in.Iterate(v));
-  std::vector<Value> out;
+  std::vector<Value>& out = *out_items;
   if (a.args.empty()) {
     Value attribute, dflt = Value::None();
     bool has_attribute = false;
@@ -227,7 +234,7 @@ StatusOr<Value> MapFilter(Interpreter& in, const Value& v, CallArgs& a) {
       DF11_ASSIGN_OR_RETURN(Value x, GetPath(in, item, attribute));
       out.push_back(x.is_undefined() && !dflt.is_none() ? dflt : x);
     }
-    return Value::MakeIterator(std::move(out));
+    return Status::Ok();
   }
   if (!a.args[0].is_string()) return TypeError("map filter name must be a string");
   std::string name = a.args[0].str();
@@ -240,7 +247,14 @@ StatusOr<Value> MapFilter(Interpreter& in, const Value& v, CallArgs& a) {
     DF11_ASSIGN_OR_RETURN(Value x, in.ApplyFilter(name, item, copy));
     out.push_back(std::move(x));
   }
-  return Value::MakeIterator(std::move(out));
+  return Status::Ok();
+}
+
+// jinja2's map is a generator: failures surface when it is consumed.
+StatusOr<Value> MapFilter(Interpreter& in, const Value& v, CallArgs& a) {
+  std::vector<Value> out;
+  Status st = MapInto(in, v, a, &out);
+  return Value::MakeIterator(std::move(out), std::move(st));
 }
 
 StatusOr<Value> SelectFilter(Interpreter& in, const Value& v, CallArgs& a) { return SelectOrReject(in, v, a, true, false); }
@@ -278,10 +292,10 @@ StatusOr<Value> DictSortFilter(Interpreter&, const Value& v, CallArgs& a) {
   return Value::List(std::move(items));
 }
 
-StatusOr<Value> UniqueFilter(Interpreter& in, const Value& v, CallArgs& a) {
+static Status UniqueInto(Interpreter& in, const Value& v, CallArgs& a, std::vector<Value>* out_items) {
   DF11_ASSIGN_OR_RETURN(auto p, BindArgs("unique", a, {{"case_sensitive", false, Value(false)}, {"attribute", false, Value::None()}}));
   DF11_ASSIGN_OR_RETURN(std::vector<Value> items, in.Iterate(v));
-  std::vector<Value> out;
+  std::vector<Value>& out = *out_items;
   Dict seen;
   for (Value& item : items) {
     DF11_ASSIGN_OR_RETURN(Value k, SortKey(in, item, p[1], p[0].Truthy(), false));
@@ -290,7 +304,13 @@ StatusOr<Value> UniqueFilter(Interpreter& in, const Value& v, CallArgs& a) {
     seen.Set(k, Value(true));
     out.push_back(std::move(item));
   }
-  return Value::MakeIterator(std::move(out));
+  return Status::Ok();
+}
+
+StatusOr<Value> UniqueFilter(Interpreter& in, const Value& v, CallArgs& a) {
+  std::vector<Value> out;
+  Status st = UniqueInto(in, v, a, &out);
+  return Value::MakeIterator(std::move(out), std::move(st));
 }
 
 StatusOr<Value> MaxFilter(Interpreter& in, const Value& v, CallArgs& a) { return MinMax(in, v, a, true, "max"); }
@@ -308,11 +328,11 @@ StatusOr<Value> SumFilter(Interpreter& in, const Value& v, CallArgs& a) {
   return total;
 }
 
-StatusOr<Value> FormatFilter(Interpreter& in, const Value& v, CallArgs& a) {
-  if (!a.args.empty() && !a.kwargs.empty()) {
-    return InvalidArgument("FilterArgumentError: can't handle positional and keyword arguments at the same time");
-  }
-  DF11_ASSIGN_OR_RETURN(std::string f, SoftStr(v));
+StatusOr<std::string> PercentFormat(Interpreter& in, const std::string& f, const Value& rhs) {
+  // CPython: a tuple supplies positional values; anything else is one value, and a mapping
+  // (dict, also list per PyMapping_Check) may go unused or serve %(key)s lookups.
+  std::vector<Value> args = rhs.is_tuple() ? rhs.items() : std::vector<Value>{rhs};
+  const bool mapping = rhs.is_dict() || rhs.is_list() || rhs.is_undefined();
   std::string out;
   size_t next = 0;
   for (size_t i = 0; i < f.size(); ++i) {
@@ -321,39 +341,61 @@ StatusOr<Value> FormatFilter(Interpreter& in, const Value& v, CallArgs& a) {
       continue;
     }
     if (++i >= f.size()) return InvalidArgument("ValueError: incomplete format");
-    if (f[i] == '%') {
-      out.push_back('%');
-      continue;
-    }
     const Value* arg = nullptr;
+    Value keyed;
     if (f[i] == '(') {
       size_t close = f.find(')', i);
       if (close == std::string::npos) return InvalidArgument("ValueError: incomplete format key");
+      if (rhs.is_undefined()) return UndefinedErrorFor(rhs);
+      if (!rhs.is_dict()) return TypeError("format requires a mapping");
       std::string key = f.substr(i + 1, close - i - 1);
-      for (auto& [k, x] : a.kwargs) {
-        if (k == key) arg = &x;
-      }
-      if (!arg) return InvalidArgument("KeyError: '" + key + "'");
+      const Value* found = rhs.dict().Find(Value(key));
+      if (!found) return InvalidArgument("KeyError: '" + key + "'");
+      keyed = *found;
+      arg = &keyed;
       i = close + 1;
     }
     size_t spec_begin = i;
     while (i < f.size() && std::string_view("-+ #0123456789.").find(f[i]) != std::string_view::npos) ++i;
     if (i >= f.size()) return InvalidArgument("ValueError: incomplete format");
     std::string spec = f.substr(spec_begin, i - spec_begin);
-    if (spec.find('*') != std::string::npos || spec.size() > 8) return Unimplemented("format spec '%" + spec + "'");
     char conv = f[i];
-    if (std::string_view("srdiufFeEgGxXoc").find(conv) == std::string_view::npos) {
+    if (conv == '%' && spec.empty() && !arg) {
+      out.push_back('%');
+      continue;
+    }
+    if (spec.find('*') != std::string::npos || spec.size() > 8) return Unimplemented("format spec '%" + spec + "'");
+    if (std::string_view("srdiufFeEgGxXoca").find(conv) == std::string_view::npos || conv == 'a') {
       return InvalidArgument(std::string("ValueError: unsupported format character '") + conv + "'");
     }
     if (!arg) {
-      if (next >= a.args.size()) return TypeError("not enough arguments for format string");
-      arg = &a.args[next++];
+      if (next >= args.size()) return TypeError("not enough arguments for format string");
+      arg = &args[next++];
     }
     DF11_ASSIGN_OR_RETURN(std::string piece, FormatOne(spec, conv, *arg));
     out += piece;
     DF11_RETURN_IF_ERROR(in.CheckSize(out.size()));
   }
-  if (a.kwargs.empty() && next < a.args.size()) return TypeError("not all arguments converted during string formatting");
+  if (next < args.size() && !(mapping && !rhs.is_tuple())) {
+    return TypeError("not all arguments converted during string formatting");
+  }
+  return out;
+}
+
+StatusOr<Value> FormatFilter(Interpreter& in, const Value& v, CallArgs& a) {
+  if (!a.args.empty() && !a.kwargs.empty()) {
+    return InvalidArgument("FilterArgumentError: can't handle positional and keyword arguments at the same time");
+  }
+  DF11_ASSIGN_OR_RETURN(std::string f, SoftStr(v));
+  Value rhs;
+  if (!a.kwargs.empty()) {
+    Dict d;
+    for (auto& [k, x] : a.kwargs) d.Set(Value(k), x);
+    rhs = Value::MakeDict(std::move(d));
+  } else {
+    rhs = Value::Tuple(a.args);
+  }
+  DF11_ASSIGN_OR_RETURN(std::string out, PercentFormat(in, f, rhs));
   return Value(std::move(out));
 }
 

@@ -34,12 +34,18 @@ Interpreter::~Interpreter() {
   for (auto& ns : namespaces_) ns->attrs = Dict();
 }
 
-StatusOr<std::string> Interpreter::Render(const Body& body) {
+StatusOr<std::string> Interpreter::Render(const Stmt& root) {
   std::string out;
   out_ = &out;
-  frame_ = std::make_shared<Frame>();
-  DF11_RETURN_IF_ERROR(Exec(body));
+  frame_ = NewFrame(nullptr, root.frame_undefined);
+  DF11_RETURN_IF_ERROR(Exec(root.bodies[0]));
   return out;
+}
+
+std::shared_ptr<Frame> Interpreter::NewFrame(std::shared_ptr<Frame> parent, const std::vector<std::string>& undefined) {
+  auto frame = std::make_shared<Frame>(Frame{std::move(parent), {}});
+  for (const auto& name : undefined) frame->vars.emplace_back(name, Value::Undefined("'" + name + "' is undefined"));
+  return frame;
 }
 
 Status Interpreter::Step() {
@@ -109,7 +115,9 @@ Status Interpreter::ExecStmt(const Stmt& s) {
       }
       break;
     case Stmt::Kind::kPrint: {
+      print_root_ = s.exprs[0].get();
       StatusOr<Value> v = Eval(*s.exprs[0]);
+      print_root_ = nullptr;
       st = v.ok() ? Output(*v) : v.status();
       break;
     }
@@ -123,7 +131,13 @@ Status Interpreter::ExecStmt(const Stmt& s) {
     case Stmt::Kind::kWith: st = ExecWith(s); break;
     case Stmt::Kind::kBreak: flow_ = Flow::kBreak; break;
     case Stmt::Kind::kContinue: flow_ = Flow::kContinue; break;
-    case Stmt::Kind::kScope: st = Exec(s.bodies[0]); break;
+    case Stmt::Kind::kGroup: st = Exec(s.bodies[0]); break;
+    case Stmt::Kind::kGeneration: {
+      StatusOr<std::string> text = Capture(s.bodies[0], s.frame_undefined);
+      st = text.ok() ? Output(Value(std::move(*text))) : text.status();
+      break;
+    }
+    case Stmt::Kind::kRoot: st = Exec(s.bodies[0]); break;
   }
   return Locate(st, s.line, s.col);
 }
@@ -163,7 +177,12 @@ Status Interpreter::ExecFor(const Stmt& s) {
   } else {
     *items = std::move(all);
   }
-  if (items->empty()) return Exec(s.else_body);
+  if (items->empty()) {
+    frame_ = NewFrame(outer, s.else_frame_undefined);
+    Status st = Exec(s.else_body);
+    frame_ = outer;
+    return st;
+  }
   auto changed = std::make_shared<Value>();
   const int64_t depth0 = 0;  // loop.depth only grows in recursive loops, which are unsupported
   Status st;
@@ -172,7 +191,7 @@ Status Interpreter::ExecFor(const Stmt& s) {
       st = ResourceExhausted("template loops exceeded " + std::to_string(options_.limits.max_loop_iterations) + " iterations");
       break;
     }
-    frame_ = std::make_shared<Frame>(Frame{outer, {}});
+    frame_ = NewFrame(outer, s.frame_undefined);
     auto info = std::make_shared<LoopInfo>(LoopInfo{static_cast<int64_t>(i), static_cast<int64_t>(items->size()), depth0, items, changed});
     frame_->Set("loop", Value::MakeLoop(std::move(info)));
     st = Assign(target, (*items)[i]);
@@ -217,12 +236,16 @@ Status Interpreter::ExecSet(const Stmt& s) {
   return Assign(*s.exprs[0], v);
 }
 
-StatusOr<std::string> Interpreter::Capture(const Body& body) {
+StatusOr<std::string> Interpreter::Capture(const Body& body, const std::vector<std::string>& undefined) {
   std::string buf;
   std::string* saved = out_;
+  std::shared_ptr<Frame> saved_frame = frame_;
   out_ = &buf;
+  frame_ = NewFrame(saved_frame, undefined);
   Status st = Exec(body);
   out_ = saved;
+  frame_ = saved_frame;
+  flow_ = Flow::kNormal;
   DF11_RETURN_IF_ERROR(st);
   return buf;
 }
@@ -236,13 +259,13 @@ static StatusOr<Value> ApplyFilterChain(Interpreter& in, const Expr* f, Value in
 }
 
 Status Interpreter::ExecSetBlock(const Stmt& s) {
-  DF11_ASSIGN_OR_RETURN(std::string text, Capture(s.bodies[0]));
+  DF11_ASSIGN_OR_RETURN(std::string text, Capture(s.bodies[0], s.frame_undefined));
   DF11_ASSIGN_OR_RETURN(Value v, ApplyFilterChain(*this, s.exprs[1].get(), Value(std::move(text))));
   return Assign(*s.exprs[0], v);
 }
 
 Status Interpreter::ExecFilterBlock(const Stmt& s) {
-  DF11_ASSIGN_OR_RETURN(std::string text, Capture(s.bodies[0]));
+  DF11_ASSIGN_OR_RETURN(std::string text, Capture(s.bodies[0], s.frame_undefined));
   DF11_ASSIGN_OR_RETURN(Value v, ApplyFilterChain(*this, s.exprs[0].get(), Value(std::move(text))));
   return Output(v);
 }
@@ -255,7 +278,7 @@ Status Interpreter::ExecWith(const Stmt& s) {
     values.push_back(std::move(v));
   }
   std::shared_ptr<Frame> outer = frame_;
-  frame_ = std::make_shared<Frame>(Frame{outer, {}});
+  frame_ = NewFrame(outer, s.frame_undefined);
   Status st;
   for (size_t i = 0; i < values.size() && st.ok(); ++i) st = Assign(*s.exprs[2 * i], values[i]);
   if (st.ok()) st = Exec(s.bodies[0]);
@@ -292,7 +315,7 @@ StatusOr<Value> Interpreter::CallMacro(const std::shared_ptr<MacroDef>& def, con
   if (call_depth_ >= options_.limits.max_call_depth) {
     return ResourceExhausted("macro calls nested deeper than " + std::to_string(options_.limits.max_call_depth));
   }
-  auto frame = std::make_shared<Frame>(Frame{parent, {}});
+  auto frame = NewFrame(parent, def->frame_undefined);
   const size_t n = def->params.size();
   std::vector<bool> bound(n, false);
   std::vector<Value> varargs;
@@ -340,12 +363,16 @@ StatusOr<Value> Interpreter::CallMacro(const std::shared_ptr<MacroDef>& def, con
       frame->Set(def->params[i], Value::Undefined("parameter '" + def->params[i] + "' was not provided"));
     }
   }
-  StatusOr<std::string> text = st.ok() ? Capture(def->body) : StatusOr<std::string>(st);
+  std::string buf;
+  std::string* saved_out = out_;
+  out_ = &buf;
+  if (st.ok()) st = Exec(def->body);
+  out_ = saved_out;
   flow_ = Flow::kNormal;
   --call_depth_;
   frame_ = saved_frame;
-  if (!text.ok()) return text.status();
-  return Value(std::move(*text));
+  DF11_RETURN_IF_ERROR(st);
+  return Value(std::move(buf));
 }
 
 StatusOr<Value> Interpreter::ApplyFilter(const std::string& name, const Value& input, CallArgs& args) {
@@ -369,7 +396,8 @@ StatusOr<std::vector<Value>> Interpreter::Iterate(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kUndefined: return std::vector<Value>{};
     case Value::Kind::kList:
-    case Value::Kind::kTuple: return v.items();
+    case Value::Kind::kTuple:
+    case Value::Kind::kView: return v.items();
     case Value::Kind::kDict: {
       std::vector<Value> keys;
       for (const auto& [k, val] : v.dict().entries()) keys.push_back(k);
@@ -390,6 +418,7 @@ StatusOr<std::vector<Value>> Interpreter::Iterate(const Value& v) {
       Iterator& it = v.iterator();
       std::vector<Value> rest(it.items.begin() + static_cast<std::ptrdiff_t>(it.pos), it.items.end());
       it.pos = it.items.size();
+      if (!it.error.ok()) return it.error;
       return rest;
     }
     default: return TypeError(std::string("'") + v.TypeName() + "' object is not iterable");

@@ -43,7 +43,7 @@ class Interpreter {
   Interpreter(const Dict& vars, const RenderOptions& options);
   ~Interpreter();
 
-  StatusOr<std::string> Render(const Body& body);
+  StatusOr<std::string> Render(const Stmt& root);
 
   // ---- services for builtins (filters, tests, methods, globals) ----
   // Calls a function value (builtin, bound method or macro).
@@ -77,8 +77,10 @@ class Interpreter {
   Status ExecFilterBlock(const Stmt& s);
   Status ExecWith(const Stmt& s);
   Status Output(const Value& v);
-  // Renders `body` into a string in the current frame (set blocks, filter blocks).
-  StatusOr<std::string> Capture(const Body& body);
+  // Renders `body` into a string in a new child frame (set/filter blocks, generation).
+  StatusOr<std::string> Capture(const Body& body, const std::vector<std::string>& undefined);
+  // A frame whose `undefined` names start as undefined (see Stmt::frame_undefined).
+  static std::shared_ptr<Frame> NewFrame(std::shared_ptr<Frame> parent, const std::vector<std::string>& undefined);
   Status Assign(const Expr& target, const Value& v);
   Value MakeMacro(std::shared_ptr<MacroDef> def, bool is_caller);
   StatusOr<Value> CallMacro(const std::shared_ptr<MacroDef>& def, const std::weak_ptr<Frame>& scope,
@@ -99,6 +101,8 @@ class Interpreter {
   std::string* out_ = nullptr;
   Flow flow_ = Flow::kNormal;
   bool error_final_ = false;  // the propagating error already has its final message
+  bool const_mode_ = false;         // replaying jinja2's compile-time folding (Expr::const_fold)
+  const Expr* print_root_ = nullptr;  // expression of the {{ }} being evaluated
   int call_depth_ = 0;
   int64_t steps_ = 0;
   int64_t iterations_ = 0;
@@ -119,6 +123,9 @@ StatusOr<std::vector<Value>> BindArgs(const std::string& fname, CallArgs& args,
 
 // Python binary operator `op` (+ - * / // % **) on two values.
 StatusOr<Value> BinaryOp(Interpreter& in, const std::string& op, const Value& a, const Value& b);
+
+// Python `fmt % rhs` string formatting (%s %r %d %i %f %e %g %x %o, flags, width, precision).
+StatusOr<std::string> PercentFormat(Interpreter& in, const std::string& fmt, const Value& rhs);
 
 // Python comparison `a op b` for op in == != < <= > >= in notin.
 StatusOr<bool> CompareValues(Interpreter& in, const std::string& op, const Value& a, const Value& b);

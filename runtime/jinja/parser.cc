@@ -300,7 +300,7 @@ class Parser : public ParserBase {
     }
     Advance();
     // {% print a, b %} outputs each expression in turn.
-    s->kind = Stmt::Kind::kScope;
+    s->kind = Stmt::Kind::kGroup;
     s->bodies.emplace_back();
     for (auto& e : tuple->kids) {
       auto p = std::make_unique<Stmt>();
@@ -314,7 +314,7 @@ class Parser : public ParserBase {
   }
 
   StatusOr<StmtPtr> ParseGeneration() {
-    auto s = MakeStmt(Stmt::Kind::kScope, Cur());
+    auto s = MakeStmt(Stmt::Kind::kGeneration, Cur());
     Advance();
     s->bodies.emplace_back();
     std::string which;
@@ -327,10 +327,16 @@ class Parser : public ParserBase {
 
 }  // namespace
 
-StatusOr<Body> ParseTemplate(std::string_view source) {
+StatusOr<StmtPtr> ParseTemplate(std::string_view source) {
   DF11_ASSIGN_OR_RETURN(std::vector<Token> tokens, Tokenize(source));
   Parser parser(std::move(tokens));
-  return parser.ParseAll();
+  DF11_ASSIGN_OR_RETURN(Body body, parser.ParseAll());
+  auto root = std::make_unique<Stmt>();
+  root->kind = Stmt::Kind::kRoot;
+  root->line = root->col = 1;
+  root->bodies.push_back(std::move(body));
+  AnalyzeScopes(root.get());
+  return root;
 }
 
 }  // namespace df11::jinja

@@ -13,8 +13,12 @@
 
 namespace df11::jinja {
 
-// Parses a whole template. Nesting deeper than kMaxParseDepth fails instead of recursing.
-StatusOr<Body> ParseTemplate(std::string_view source);
+// Parses a whole template into a kRoot statement, with scopes analyzed (AnalyzeScopes).
+// Nesting deeper than kMaxParseDepth fails instead of recursing.
+StatusOr<StmtPtr> ParseTemplate(std::string_view source);
+
+// Fills Stmt::frame_undefined / MacroDef::frame_undefined for every frame under `root`.
+void AnalyzeScopes(Stmt* root);
 
 inline constexpr int kMaxParseDepth = 200;
 

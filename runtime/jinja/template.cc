@@ -8,16 +8,16 @@ namespace df11::jinja {
 
 StatusOr<Template> Template::Parse(std::string_view source) {
   if (!pystr::IsValidUtf8(source)) return InvalidArgument("template is not valid UTF-8");
-  DF11_ASSIGN_OR_RETURN(Body body, ParseTemplate(source));
+  DF11_ASSIGN_OR_RETURN(StmtPtr root, ParseTemplate(source));
   Template t;
-  t.body_ = std::make_shared<const Body>(std::move(body));
+  t.root_ = std::shared_ptr<const Stmt>(std::move(root));
   return t;
 }
 
 StatusOr<std::string> Template::Render(const Dict& vars, const RenderOptions& options) const {
-  if (!body_) return FailedPrecondition("template was not parsed");
+  if (!root_) return FailedPrecondition("template was not parsed");
   Interpreter interpreter(vars, options);
-  return interpreter.Render(*body_);
+  return interpreter.Render(*root_);
 }
 
 }  // namespace df11::jinja

@@ -22,7 +22,7 @@ class Template {
   StatusOr<std::string> Render(const Dict& vars, const RenderOptions& options = {}) const;
 
  private:
-  std::shared_ptr<const Body> body_;
+  std::shared_ptr<const Stmt> root_;
 };
 
 }  // namespace df11::jinja

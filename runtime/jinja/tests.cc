@@ -33,7 +33,8 @@ DF11_SIMPLE_TEST(String, "string", v.is_string())
 DF11_SIMPLE_TEST(Mapping, "mapping", v.is_dict())
 DF11_SIMPLE_TEST(Escaped, "escaped", v.is_string() && v.markup())
 DF11_SIMPLE_TEST(Iterable, "iterable",
-                 v.is_string() || v.is_sequence() || v.is_dict() || v.is_undefined() || v.is_iterator() || v.is_loop())
+                 v.is_string() || v.is_sequence() || v.is_dict() || v.is_undefined() || v.is_iterator() || v.is_loop() ||
+                     v.is_view())
 DF11_SIMPLE_TEST(Sequence, "sequence", v.is_string() || v.is_sequence() || v.is_dict() || v.is_undefined())
 DF11_SIMPLE_TEST(Callable, "callable", v.is_function() || v.is_undefined() || v.is_loop())
 #undef DF11_SIMPLE_TEST

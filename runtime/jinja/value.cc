@@ -107,10 +107,17 @@ Value Value::MakeNamespace(std::shared_ptr<Namespace> ns) {
   return v;
 }
 
-Value Value::MakeIterator(std::vector<Value> items) {
+Value Value::MakeIterator(std::vector<Value> items, Status error) {
   Value v;
   v.kind_ = Kind::kIterator;
-  v.ptr_ = std::make_shared<Iterator>(Iterator{std::move(items), 0});
+  v.ptr_ = std::make_shared<Iterator>(Iterator{std::move(items), 0, std::move(error)});
+  return v;
+}
+
+Value Value::MakeView(View view, std::vector<Value> items) {
+  Value v = List(std::move(items));
+  v.kind_ = Kind::kView;
+  v.view_ = view;
   return v;
 }
 
@@ -134,7 +141,8 @@ bool Value::Truthy() const {
     case Kind::kFloat: return f_ != 0.0;
     case Kind::kString: return !str().empty();
     case Kind::kList:
-    case Kind::kTuple: return !items().empty();
+    case Kind::kTuple:
+    case Kind::kView: return !items().empty();
     case Kind::kDict: return dict().size() != 0;
     default: return true;
   }
@@ -155,6 +163,7 @@ const char* Value::TypeName() const {
     case Kind::kNamespace: return "Namespace";
     case Kind::kIterator: return "generator";
     case Kind::kLoop: return "LoopContext";
+    case Kind::kView: return view_ == View::kItems ? "dict_items" : view_ == View::kKeys ? "dict_keys" : "dict_values";
   }
   return "object";
 }
@@ -170,6 +179,8 @@ bool Value::SameAs(const Value& other) const {
     default: return ptr_ == other.ptr_;
   }
 }
+
+size_t Dict::size() const { return entries_.size(); }
 
 const Value* Dict::Find(const Value& key) const {
   if (key.is_string()) {
@@ -208,6 +219,9 @@ bool Equals(const Value& a, const Value& b) {
     case Value::Kind::kUndefined:
     case Value::Kind::kNone: return true;
     case Value::Kind::kString: return a.str() == b.str();
+    case Value::Kind::kView:
+      if (a.view() != b.view() || a.view() == Value::View::kValues) return a.SameAs(b);
+      [[fallthrough]];  // items/keys views compare like sets; equal order is the common case
     case Value::Kind::kList:
     case Value::Kind::kTuple: {
       const auto &x = a.items(), &y = b.items();
@@ -255,6 +269,7 @@ bool IsHashable(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kList:
     case Value::Kind::kDict:
+    case Value::Kind::kView:
     case Value::Kind::kNamespace: return false;
     case Value::Kind::kTuple:
       for (const Value& item : v.items()) {
@@ -287,6 +302,16 @@ Status AppendRepr(const Value& v, std::string* out) {
       break;
     case Value::Kind::kList:
     case Value::Kind::kTuple: return AppendSequence(v, out);
+    case Value::Kind::kView: {
+      out->append(v.TypeName());
+      out->append("([");
+      for (size_t i = 0; i < v.items().size(); ++i) {
+        if (i) out->append(", ");
+        DF11_RETURN_IF_ERROR(AppendRepr(v.items()[i], out));
+      }
+      out->append("])");
+      break;
+    }
     case Value::Kind::kDict: return AppendDict(v.dict(), out);
     case Value::Kind::kNamespace:
       out->append("<Namespace ");

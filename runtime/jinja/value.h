@@ -3,7 +3,9 @@
 // int (int64; overflow is an error, never a wrap), float, string (UTF-8, optionally "markup"
 // = markupsafe.Markup), list, tuple, dict (insertion-ordered, Python key equality), function
 // (builtins, bound methods, macros), namespace (the only mutable object), iterator (a one-shot
-// generator such as `xs|select(...)`: always truthy, has no len) and loop (the `loop` object).
+// generator such as `xs|select(...)`: always truthy, has no len), view (dict.items()/keys()/
+// values(): iterable and sized, not subscriptable, printed as dict_items([...])) and loop (the
+// `loop` object).
 // Values are cheap to copy: containers are shared and immutable (ImmutableSandboxedEnvironment).
 #pragma once
 
@@ -43,7 +45,7 @@ class Dict {
   // Inserts or overwrites (keeps the first insertion's position, like Python).
   void Set(Value key, Value value);
   const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
-  size_t size() const { return entries_.size(); }
+  size_t size() const;
 
  private:
   std::vector<std::pair<Value, Value>> entries_;
@@ -54,10 +56,13 @@ struct Namespace {
   Dict attrs;
 };
 
-// A Python generator/iterator: items are produced eagerly but consumed once.
+// A Python generator/iterator: items are produced eagerly but consumed once. Like a
+// generator, a failure while producing them surfaces only when consumption reaches it:
+// `error` is raised after the last item (so `xs|map(...)` that is never iterated never fails).
 struct Iterator {
   std::vector<Value> items;
   size_t pos = 0;
+  Status error;
 };
 
 // State behind the `loop` variable of one for-loop iteration.
@@ -73,8 +78,9 @@ class Value {
  public:
   enum class Kind : uint8_t {
     kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict, kFunction,
-    kNamespace, kIterator, kLoop,
+    kNamespace, kIterator, kLoop, kView,
   };
+  enum class View : uint8_t { kNone, kItems, kKeys, kValues };
 
   Value() = default;  // undefined
   Value(bool b) : kind_(Kind::kBool), b_(b) {}  // NOLINT: implicit by design
@@ -93,8 +99,9 @@ class Value {
   static Value MakeDict(Dict d);
   static Value MakeFunction(std::string name, NativeFn fn);
   static Value MakeNamespace(std::shared_ptr<Namespace> ns);
-  static Value MakeIterator(std::vector<Value> items);
+  static Value MakeIterator(std::vector<Value> items, Status error = Status::Ok());
   static Value MakeLoop(std::shared_ptr<LoopInfo> loop);
+  static Value MakeView(View view, std::vector<Value> items);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -111,6 +118,8 @@ class Value {
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
   bool is_iterator() const { return kind_ == Kind::kIterator; }
   bool is_loop() const { return kind_ == Kind::kLoop; }
+  bool is_view() const { return kind_ == Kind::kView; }
+  View view() const { return view_; }
   // bool, int or float (Python numbers.Number; bool is an int).
   bool is_number() const { return kind_ == Kind::kBool || kind_ == Kind::kInt || kind_ == Kind::kFloat; }
   // bool or int.
@@ -123,6 +132,7 @@ class Value {
   // For any number: the value as a double.
   double as_double() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(as_int()); }
   const std::string& str() const { return *static_cast<const std::string*>(ptr_.get()); }
+  // Items of a list, tuple or view.
   const std::vector<Value>& items() const { return *static_cast<const std::vector<Value>*>(ptr_.get()); }
   const Dict& dict() const { return *static_cast<const Dict*>(ptr_.get()); }
   const Function& function() const { return *static_cast<const Function*>(ptr_.get()); }
@@ -141,6 +151,7 @@ class Value {
  private:
   Kind kind_ = Kind::kUndefined;
   bool markup_ = false;
+  View view_ = View::kNone;
   union {
     bool b_;
     int64_t i_ = 0;

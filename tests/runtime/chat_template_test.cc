@@ -101,7 +101,9 @@ TEST_P(ChatGoldenTest, RendersLikeTransformers) {
       EXPECT_EQ(*got, want) << FirstDifference(want, *got);
     } else {
       ASSERT_FALSE(got.ok()) << "transformers fails with " << g["error"] << "; we rendered:\n" << *got;
-      if (g["raised"].get<bool>()) EXPECT_EQ(got.status().message(), g["message"].get<std::string>());
+      if (g["raised"].get<bool>()) {
+        EXPECT_EQ(got.status().message(), g["message"].get<std::string>());
+      }
     }
     ++compared;
   }
