@@ -96,6 +96,28 @@ TEST(TokenizerBpe, ByteFallbackAndUnk) {
   EXPECT_EQ(Encode(*tok, "hi", true), (Ids{1, 5}));      // GemmaTokenizer + add_bos_token
 }
 
+TEST(TokenizerBpe, LongSentencePieceWordsMergeAsOneWord) {
+  // A whole line is one BPE word here; long words are merged in pieces cut before "▁", which
+  // must give the same ids as merging the whole word.
+  std::string text;
+  for (int i = 0; i < 30; ++i) text += i == 0 ? "hi" : " hi";
+  json config = ReadJson(FixturePath("tiny_bytefallback/tokenizer.json"));
+  auto tok = Tokenizer::FromJson(config.dump(), "{}");
+  ASSERT_TRUE(tok.ok());
+  Ids want = {5};
+  want.resize(30, 6);
+  EXPECT_EQ(Encode(**tok, text), want);
+  // With a token "i▁" whose merge outranks "h i", merges cross every "▁": no cutting may happen.
+  config["model"]["vocab"]["i▁"] = 13;
+  config["model"]["merges"].insert(config["model"]["merges"].begin(), json{"i", "▁"});
+  tok = Tokenizer::FromJson(config.dump(), "{}");
+  ASSERT_TRUE(tok.ok());
+  want.clear();
+  for (int i = 0; i < 29; ++i) want.insert(want.end(), {3, 13});
+  want.push_back(5);
+  EXPECT_EQ(Encode(**tok, text), want);
+}
+
 // ---- Added tokens (tiny_added) ---------------------------------------------------------------
 
 TEST(TokenizerAddedTokens, FlagsAsHf) {
