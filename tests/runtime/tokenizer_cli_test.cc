@@ -5,6 +5,8 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
 #include "tests/runtime/tokenizer_test_util.h"
 
 namespace df11 {
@@ -17,7 +19,10 @@ struct CliRun {
 
 // Runs `df11 tokenize ARGS` with `input` on stdin.
 CliRun Tokenize(const std::string& args, const std::string& input) {
-  std::string in_path = ::testing::TempDir() + "tokenize_in.txt";
+  // Unique per process and call: ctest runs tests in parallel processes.
+  static int calls = 0;
+  std::string in_path = ::testing::TempDir() + "tokenize_in_" + std::to_string(getpid()) + "_" +
+                        std::to_string(calls++) + ".txt";
   std::ofstream(in_path, std::ios::binary) << input;
   std::string cmd = std::string(DF11_CLI_PATH) + " tokenize " + args + " < " + in_path + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -28,6 +33,7 @@ CliRun Tokenize(const std::string& args, const std::string& input) {
   while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) run.out.append(buf, n);
   int status = pclose(pipe);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::remove(in_path.c_str());
   return run;
 }
 
