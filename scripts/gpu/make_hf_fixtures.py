@@ -37,6 +37,10 @@ LOGITS_POSITIONS = [0, 7, 15, PROMPT_LEN - 1]
 STD = 0.15
 
 
+class FixtureError(Exception):
+    pass
+
+
 def log(msg):
     print(msg, flush=True)
 
@@ -157,7 +161,7 @@ def build_model(name, arch):
         if check_rope(model, arch):
             log(f"    built with {style} kwargs")
             return model
-    sys.exit(f"error: {name}: could not build {arch['model']} with the intended rope parameters")
+    raise FixtureError(f"{name}: could not build {arch['model']} with the intended rope parameters")
 
 
 @torch.no_grad()
@@ -217,7 +221,7 @@ def legacy_config(config):
         pattern = next((p for p in range(1, len(types) + 1)
                         if all((t == "sliding_attention") == bool((i + 1) % p) for i, t in enumerate(types))), None)
         if pattern is None:
-            sys.exit(f"error: layer_types {types} follow no sliding_window_pattern")
+            raise FixtureError(f"layer_types {types} follow no sliding_window_pattern")
         c["sliding_window_pattern"] = pattern
     elif types is not None and any(t != "full_attention" for t in types):
         c["layer_types"] = types  # no 4.5x spelling: keep it
@@ -258,7 +262,7 @@ def make_fixture(name, arch, out_root, gpu):
     prompt = [1] + torch.randint(3, VOCAB, (PROMPT_LEN - 1,), generator=gen).tolist()
     ref = from_pretrained(model_cls, out, torch.float32, "cpu")
     if not check_rope(ref, arch):
-        sys.exit(f"error: {name}: the saved directory loads with other rope frequencies")
+        raise FixtureError(f"{name}: the saved directory loads with other rope frequencies")
     logits_a, tokens_a = run_reference(ref, prompt, "cpu")
     logits_b = tokens_b = None
     agreeing = STEPS
@@ -290,8 +294,15 @@ def main():
     log(f"transformers {transformers.__version__}, torch {torch.__version__}, "
         f"GPU: {torch.cuda.get_device_name(0) if gpu else 'none (bf16 reference skipped)'}")
     torch.use_deterministic_algorithms(True, warn_only=True)
+    failed = []
     for name in args.only or ARCHS:
-        make_fixture(name, ARCHS[name], args.out, gpu)
+        try:
+            make_fixture(name, ARCHS[name], args.out, gpu)
+        except Exception as e:  # noqa: BLE001 - report every architecture, then fail
+            log(f"    FAILED: {type(e).__name__}: {e}")
+            failed.append(name)
+    if failed:
+        sys.exit(f"error: no fixture for {', '.join(failed)} (see above); the others are in {args.out}")
     log(f"done: copy {args.out}/* to tests/fixtures/models/")
 
 

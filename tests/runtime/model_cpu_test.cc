@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
 
 #include "runtime/compress.h"
 #include "runtime/model.h"
@@ -197,7 +199,49 @@ TEST_F(ModelCpuTest, RejectsBadInputs) {
   expect(good, StatusCode::kInvalidArgument, "does not match", &*wrong);
 }
 
-TEST(ModelLoad, MissingDirectoryAndDeviceErrors) { EXPECT_FALSE(Model::Load("/nonexistent/df11/model").ok()); }
+// Output and exit status of a shell command.
+std::pair<std::string, int> Shell(const std::string& cmd) {
+  std::string out;
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return {"popen failed", -1};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  return {out, pclose(pipe)};
+}
+
+// Black-box `df11 run`: greedy ids match Model::Step, --logits prints one JSON line per step.
+TEST_F(ModelCpuTest, CliRunPrintsGreedyTokens) {
+  const auto [bf16_dir, df11_dir] = MakeModels("llama-tiny");
+  auto model = Model::Load(df11_dir);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  TestSession session(**model, 8);
+  const int64_t vocab = (*model)->config().vocab_size;
+  std::vector<int32_t> want = {Argmax(session.Prefill({1, 2, 3}, false), 0, vocab)};
+  for (int i = 0; i < 3; ++i) want.push_back(Argmax(session.Decode(want.back()), 0, vocab));
+  const std::string cli = std::string(DF11_CLI_PATH) + " run " + df11_dir;
+  auto [out, rc] = Shell(cli + " --tokens 1,2,3 --steps 4 --logits --threads 2");
+  ASSERT_EQ(rc, 0) << out;
+  std::istringstream lines(out);
+  std::string line;
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_TRUE(std::getline(lines, line)) << out;
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["step"], step);
+    EXPECT_EQ(j["token"], want[step]);
+    EXPECT_EQ(j["logits"].size(), static_cast<size_t>(vocab));
+  }
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_EQ(line, std::to_string(want[0]) + "," + std::to_string(want[1]) + "," + std::to_string(want[2]) + "," +
+                      std::to_string(want[3]));
+  std::tie(out, rc) = Shell(cli + " --tokens 1,999 --steps 1");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("outside the vocabulary"), std::string::npos) << out;
+  std::tie(out, rc) = Shell(cli + " --tokens 1,x --steps 1");
+  EXPECT_NE(rc, 0);
+}
+
+TEST(ModelLoad, MissingDirectoryIsAnError) { EXPECT_FALSE(Model::Load("/nonexistent/df11/model").ok()); }
 
 TEST(RopeInvFreq, DefaultLinearLlama3AndPartial) {
   RopeConfig rope;
