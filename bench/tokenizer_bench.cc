@@ -98,10 +98,8 @@ int main(int argc, char** argv) {
     document += nlohmann::json::parse(line).get<std::string>();
   }
   size_t reps = std::max<size_t>(1, static_cast<size_t>(megabytes * 1e6) / document.size());
-  nlohmann::json out = {{"benchmark", "tokenizer"},
-                        {"threads", 1},
-                        {"document_bytes", document.size()},
-                        {"repetitions", reps}};
+  nlohmann::json out = {
+      {"benchmark", "tokenizer"}, {"threads", 1}, {"document_bytes", document.size()}, {"repetitions", reps}};
   for (const char* name : {"qwen3", "gemma3", "llama3_1"}) {
     out["tokenizers"][name] = BenchOne(tokenizers + "/" + name, document, reps);
     std::fprintf(stderr, "%s done\n", name);

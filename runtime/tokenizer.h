@@ -44,8 +44,7 @@ class Tokenizer {
   // NOT_FOUND for a missing required file, UNIMPLEMENTED for an unsupported component type.
   static StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& dir);
   // Same, from the files' contents (tests, fuzzing). `config_json` may be empty ("{}").
-  static StatusOr<std::unique_ptr<Tokenizer>> FromJson(std::string_view tokenizer_json,
-                                                       std::string_view config_json,
+  static StatusOr<std::unique_ptr<Tokenizer>> FromJson(std::string_view tokenizer_json, std::string_view config_json,
                                                        std::string_view generation_config_json = {});
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;

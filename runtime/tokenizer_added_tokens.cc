@@ -99,7 +99,8 @@ void AddedVocabulary::Matcher::FindAll(std::string_view text, std::vector<Match>
   }
 }
 
-Status AddedVocabulary::Add(const std::vector<AddedToken>& tokens, const BpeModel& model, const Normalizer* normalizer) {
+Status AddedVocabulary::Add(const std::vector<AddedToken>& tokens, const BpeModel& model,
+                            const Normalizer* normalizer) {
   int64_t next_id = static_cast<int64_t>(model.vocab_entries());
   if (!tokens_.empty()) {
     int64_t max_id = 0;

@@ -61,16 +61,16 @@ class AddedVocabulary {
     void FindAll(std::string_view text, std::vector<Match>& out) const;
 
    private:
-    std::vector<int32_t> node_ids_ = {-1};  // per node (0 = root): id of the token ending here, or -1
+    std::vector<int32_t> node_ids_ = {-1};         // per node (0 = root): id of the token ending here, or -1
     std::unordered_map<uint64_t, int32_t> edges_;  // (node << 8 | byte) -> child node
     bool first_byte_[256] = {};
   };
   void SplitWith(const Matcher& matcher, std::vector<Split>& splits) const;
   void FindSplits(const Matcher& matcher, const Split& in, std::vector<Split>& out) const;
 
-  StringMap<int32_t> ids_;                          // content -> id
-  std::unordered_map<int32_t, AddedToken> tokens_;  // id -> token
-  std::unordered_map<int32_t, std::string> normalized_contents_;  // id -> normalized content if different
+  StringMap<int32_t> ids_;                                                // content -> id
+  std::unordered_map<int32_t, AddedToken> tokens_;                        // id -> token
+  std::unordered_map<int32_t, std::string> normalized_contents_;          // id -> normalized content if different
   std::unordered_set<std::string, StringHash, std::equal_to<>> special_;  // contents of special tokens
   Matcher raw_, normalized_;
 };

@@ -47,7 +47,8 @@ void MergeMap::Reserve(size_t n) {
   shift_ = 64 - __builtin_ctzll(capacity);
   size_ = 0;
   for (const Slot& s : old) {
-    if (s.key != kEmpty) InsertOrAssign(static_cast<int32_t>(s.key >> 32), static_cast<int32_t>(s.key), s.rank, s.merged);
+    if (s.key != kEmpty)
+      InsertOrAssign(static_cast<int32_t>(s.key >> 32), static_cast<int32_t>(s.key), s.rank, s.merged);
   }
 }
 
@@ -123,7 +124,8 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const JsonNode& node, BpeTab
   std::unique_ptr<BpeModel> m(new BpeModel);
   if (std::optional<JsonNode> dropout = node.Find("dropout")) {
     if (!dropout->value().is_number()) return dropout->Error("expected a number");
-    if (dropout->value().get<double>() != 0.0) return Unimplemented(node.file() + ": model.dropout: BPE dropout is not supported");
+    if (dropout->value().get<double>() != 0.0)
+      return Unimplemented(node.file() + ": model.dropout: BPE dropout is not supported");
   }
   if (std::optional<JsonNode> unk = node.Find("unk_token")) {
     DF11_ASSIGN_OR_RETURN(std::string value, unk->AsString());
@@ -144,63 +146,76 @@ StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const JsonNode& node, BpeTab
     DF11_ASSIGN_OR_RETURN(JsonNode merges, node.Get("merges"));
     return merges.Error("expected an array");
   }
+  DF11_RETURN_IF_ERROR(m->LoadVocab(tables, node.file()));
+  DF11_RETURN_IF_ERROR(m->LoadMerges(tables, node.file()));
+  m->BuildLookups();
+  return m;
+}
+
+Status BpeModel::LoadVocab(BpeTables& tables, const std::string& file) {
   size_t bytes = 0;
   for (const auto& [token, id] : tables.vocab) bytes += token.size();
-  m->vocab_.Reserve(tables.vocab.size(), bytes);
+  vocab_.Reserve(tables.vocab.size(), bytes);
   int64_t max_id = -1;
   for (const auto& [token, id] : tables.vocab) {
     if (id < 0 || id > kMaxTokenId) {
-      return InvalidArgument(node.file() + ": model.vocab[" + Quoted(token) + "]: expected an integer id in [0, 2^24)");
+      return InvalidArgument(file + ": model.vocab[" + Quoted(token) + "]: expected an integer id in [0, 2^24)");
     }
-    m->vocab_.InsertOrAssign(token, static_cast<int32_t>(id));
+    vocab_.InsertOrAssign(token, static_cast<int32_t>(id));
     max_id = std::max(max_id, id);
   }
   tables.vocab = {};
-  m->tokens_.assign(static_cast<size_t>(max_id + 1), -1);
-  for (size_t i = 0; i < m->vocab_.size(); ++i) m->tokens_[m->vocab_.id(i)] = static_cast<int32_t>(i);
+  tokens_.assign(static_cast<size_t>(max_id + 1), -1);
+  for (size_t i = 0; i < vocab_.size(); ++i) tokens_[vocab_.id(i)] = static_cast<int32_t>(i);
+  return Status::Ok();
+}
 
-  m->merges_.Reserve(tables.merges.size());
-  size_t prefix_len = m->prefix_ ? m->prefix_->size() : 0;
+Status BpeModel::LoadMerges(BpeTables& tables, const std::string& file) {
+  merges_.Reserve(tables.merges.size());
+  size_t prefix_len = prefix_ ? prefix_->size() : 0;
   uint32_t rank = 0;
   std::string merged;
   for (BpeTables::Merge& rule : tables.merges) {
     auto error = [&](const std::string& what) {
-      return InvalidArgument(node.file() + ": model.merges[" + std::to_string(rule.index) + "]: " + what);
+      return InvalidArgument(file + ": model.merges[" + std::to_string(rule.index) + "]: " + what);
     };
     if (rule.legacy) {
       if (rule.left.rfind("#version", 0) == 0) continue;  // a merges.txt header line
       if (!SplitLegacyMerge(rule)) return error("expected \"left right\" with exactly one space");
     }
-    std::optional<int32_t> l = m->TokenId(rule.left), r = m->TokenId(rule.right);
+    std::optional<int32_t> l = TokenId(rule.left), r = TokenId(rule.right);
     if (!l) return error("token " + Quoted(rule.left) + " is not in the vocabulary");
     if (!r) return error("token " + Quoted(rule.right) + " is not in the vocabulary");
-    if (rule.right.size() < prefix_len) return error("token " + Quoted(rule.right) + " is shorter than the subword prefix");
+    if (rule.right.size() < prefix_len)
+      return error("token " + Quoted(rule.right) + " is shorter than the subword prefix");
     merged = rule.left;
     merged.append(rule.right, prefix_len);
-    std::optional<int32_t> id = m->TokenId(merged);
+    std::optional<int32_t> id = TokenId(merged);
     if (!id) return error("merged token " + Quoted(merged) + " is not in the vocabulary");
-    m->merges_.InsertOrAssign(*l, *r, rank++, *id);
+    merges_.InsertOrAssign(*l, *r, rank++, *id);
   }
   tables.merges = {};
+  return Status::Ok();
+}
 
-  if (m->unk_token_) m->unk_id_ = m->TokenId(*m->unk_token_).value_or(-1);
+void BpeModel::BuildLookups() {
+  if (unk_token_) unk_id_ = TokenId(*unk_token_).value_or(-1);
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    m->byte_ids_[b] = m->TokenId(name).value_or(-1);
+    byte_ids_[b] = TokenId(name).value_or(-1);
   }
-  if (!m->prefix_ && !m->suffix_) {
-    m->bmp_ids_.assign(0x10000, -1);
+  if (!prefix_ && !suffix_) {
+    bmp_ids_.assign(0x10000, -1);
     std::string ch;
     for (char32_t cp = 0; cp < 0x10000; ++cp) {
       if (cp >= 0xD800 && cp < 0xE000) continue;
       ch.clear();
       AppendUtf8(ch, cp);
-      m->bmp_ids_[cp] = m->TokenId(ch).value_or(-1);
+      bmp_ids_[cp] = TokenId(ch).value_or(-1);
     }
   }
-  m->FindWordBoundaries();
-  return m;
+  FindWordBoundaries();
 }
 
 void BpeModel::FindWordBoundaries() {
@@ -263,12 +278,14 @@ Status BpeModel::InitialSymbols(std::string_view word, std::vector<Symbol>& symb
       add(id, byte_len);
       continue;
     }
-    if (byte_fallback_ && std::all_of(s.begin(), s.end(), [&](char c) { return byte_ids_[static_cast<uint8_t>(c)] >= 0; })) {
+    if (byte_fallback_ &&
+        std::all_of(s.begin(), s.end(), [&](char c) { return byte_ids_[static_cast<uint8_t>(c)] >= 0; })) {
       for (char c : s) add(byte_ids_[static_cast<uint8_t>(c)], 1);
       continue;  // NOTE: a pending unk stays pending across byte tokens, as in HF
     }
     if (!unk_token_) continue;  // HF drops the character
-    if (unk_id_ < 0) return InvalidArgument("tokenizer.json: model.unk_token " + Quoted(*unk_token_) + " is not in the vocabulary");
+    if (unk_id_ < 0)
+      return InvalidArgument("tokenizer.json: model.unk_token " + Quoted(*unk_token_) + " is not in the vocabulary");
     if (have_unk && fuse_unk_) {
       unk_len += byte_len;
     } else {
@@ -289,13 +306,16 @@ void BpeModel::MergeAll(std::vector<Symbol>& sym) const {
     int32_t merged;
   };
   // Max-heap order of std::*_heap: the lowest rank, then the leftmost position, on top.
-  auto lower_priority = [](const Entry& a, const Entry& b) { return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos; };
+  auto lower_priority = [](const Entry& a, const Entry& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  };
   thread_local std::vector<Entry> heap;
   heap.clear();
   uint32_t rank;
   int32_t merged;
   for (size_t i = 0; i + 1 < sym.size(); ++i) {
-    if (merges_.Find(sym[i].id, sym[i + 1].id, &rank, &merged)) heap.push_back({rank, static_cast<uint32_t>(i), merged});
+    if (merges_.Find(sym[i].id, sym[i + 1].id, &rank, &merged))
+      heap.push_back({rank, static_cast<uint32_t>(i), merged});
   }
   std::make_heap(heap.begin(), heap.end(), lower_priority);
   auto push = [&](uint32_t r, int32_t pos, int32_t m) {
@@ -318,7 +338,8 @@ void BpeModel::MergeAll(std::vector<Symbol>& sym) const {
     sym[next_pos].len = 0;
     if (right.next >= 0) sym[right.next].prev = static_cast<int32_t>(top.pos);
     if (cur.prev >= 0 && merges_.Find(sym[cur.prev].id, cur.id, &rank, &merged)) push(rank, cur.prev, merged);
-    if (cur.next >= 0 && merges_.Find(cur.id, sym[cur.next].id, &rank, &merged)) push(rank, static_cast<int32_t>(top.pos), merged);
+    if (cur.next >= 0 && merges_.Find(cur.id, sym[cur.next].id, &rank, &merged))
+      push(rank, static_cast<int32_t>(top.pos), merged);
   }
 }
 

@@ -112,8 +112,11 @@ class BpeModel {
     int32_t next;
     uint32_t len;  // bytes; 0 marks a symbol merged into its left neighbour
   };
-  Status TokenizeWord(std::string_view word, std::vector<int32_t>& out) const;
+  Status LoadVocab(BpeTables& tables, const std::string& file);
+  Status LoadMerges(BpeTables& tables, const std::string& file);
+  void BuildLookups();  // unk/byte/character ids and long-word cut points
   void FindWordBoundaries();
+  Status TokenizeWord(std::string_view word, std::vector<int32_t>& out) const;
   Status InitialSymbols(std::string_view word, std::vector<Symbol>& symbols) const;
   void MergeAll(std::vector<Symbol>& symbols) const;
   int32_t CharId(std::string_view ch, char32_t cp) const;
@@ -121,10 +124,10 @@ class BpeModel {
   Vocabulary vocab_;
   std::vector<int32_t> tokens_;  // id -> index in vocab_, -1 for gaps
   MergeMap merges_;
-  std::vector<int32_t> bmp_ids_;  // code point < 0x10000 -> id of that character alone, -1 if none
+  std::vector<int32_t> bmp_ids_;       // code point < 0x10000 -> id of that character alone, -1 if none
   std::array<int32_t, 256> byte_ids_;  // byte -> id of "<0xNN>", -1 if none
   std::optional<std::string> unk_token_;
-  int32_t unk_id_ = -1;  // -1: no unk_token, or it is missing from the vocabulary
+  int32_t unk_id_ = -1;                // -1: no unk_token, or it is missing from the vocabulary
   std::optional<std::string> prefix_;  // continuing_subword_prefix
   std::optional<std::string> suffix_;  // end_of_word_suffix
   // Long words (a whole Gemma line is one) are cut before a kWordStart character wherever no

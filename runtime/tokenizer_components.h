@@ -58,13 +58,13 @@ StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& fil
 // parsing rather than built into the JSON DOM (which gets empty placeholders for them).
 struct BpeTables {
   struct Merge {
-    size_t index;       // position in model.merges, for errors
-    bool legacy;        // "left right" in `left`, not yet split
+    size_t index;  // position in model.merges, for errors
+    bool legacy;   // "left right" in `left`, not yet split
     std::string left;
     std::string right;
   };
-  bool has_vocab = false;   // model.vocab was an object
-  bool has_merges = false;  // model.merges was an array
+  bool has_vocab = false;                              // model.vocab was an object
+  bool has_merges = false;                             // model.merges was an array
   std::vector<std::pair<std::string, int64_t>> vocab;  // in file order
   std::vector<Merge> merges;
   std::string error;  // the first malformed entry, e.g. "model.merges[12]: expected string or pair"
@@ -156,15 +156,14 @@ struct DecodeContext {
   bool at_end = true;    // no token follows the window
 };
 struct DecodeState {
-  bool fused = false;       // tokens were joined into one string (the text's token 0)
-  bool held = false;        // output was held back, or the window cannot end here yet
-  bool streamable = true;   // false: a window's output is not a prefix of the final output
+  bool fused = false;      // tokens were joined into one string (the text's token 0)
+  bool held = false;       // output was held back, or the window cannot end here yet
+  bool streamable = true;  // false: a window's output is not a prefix of the final output
 };
 class Decoder {
  public:
   virtual ~Decoder() = default;
-  virtual void Decode(std::vector<std::string>& tokens, const DecodeContext& context,
-                      DecodeState& state) const = 0;
+  virtual void Decode(std::vector<std::string>& tokens, const DecodeContext& context, DecodeState& state) const = 0;
 };
 StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const JsonNode& node);
 

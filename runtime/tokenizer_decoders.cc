@@ -204,7 +204,8 @@ class ReplaceDecoder : public Decoder {
 
 class MetaspaceDecoder : public Decoder {
  public:
-  MetaspaceDecoder(std::string replacement, bool prepends) : replacement_(std::move(replacement)), prepends_(prepends) {}
+  MetaspaceDecoder(std::string replacement, bool prepends)
+      : replacement_(std::move(replacement)), prepends_(prepends) {}
   void Decode(std::vector<std::string>& tokens, const DecodeContext& context, DecodeState& state) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       // HF drops every replacement character of token 0 when a prefix is prepended on encode.

@@ -165,9 +165,10 @@ class TokenizerJsonSax {
   }
   bool Fail() {
     if (!failed_ && tables_.error.empty()) {
-      tables_.error = mode_ == kVocab ? "model.vocab[" + Json(pending_key_).dump(-1, ' ', false, Json::error_handler_t::replace) +
-                                            "]: expected an integer id in [0, 2^24)"
-                                      : "model.merges[" + std::to_string(merge_index_) + "]: expected string or pair";
+      tables_.error = mode_ == kVocab
+                          ? "model.vocab[" + Json(pending_key_).dump(-1, ' ', false, Json::error_handler_t::replace) +
+                                "]: expected an integer id in [0, 2^24)"
+                          : "model.merges[" + std::to_string(merge_index_) + "]: expected string or pair";
     }
     failed_ = true;
     return true;

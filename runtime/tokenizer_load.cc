@@ -51,7 +51,8 @@ Status BuildFromTokenizerJson(const JsonNode& root, BpeTables& tables, Tokenizer
   } else if (!model.Find("merges")) {
     return Unimplemented(kTokenizerFile + ": model: only BPE models are supported");
   }
-  if (type != "BPE") return Unimplemented(kTokenizerFile + ": model.type: model type \"" + type + "\" is not supported");
+  if (type != "BPE")
+    return Unimplemented(kTokenizerFile + ": model.type: model type \"" + type + "\" is not supported");
   DF11_ASSIGN_OR_RETURN(impl.model, BpeModel::Parse(model, tables));
 
   static const nlohmann::json kNull;
@@ -86,7 +87,8 @@ StatusOr<std::optional<std::string>> SpecialTokenName(const JsonNode& config, st
   return std::optional<std::string>(std::move(name));
 }
 
-StatusOr<std::optional<int32_t>> SpecialTokenId(const JsonNode& config, std::string_view key, const TokenizerImpl& impl) {
+StatusOr<std::optional<int32_t>> SpecialTokenId(const JsonNode& config, std::string_view key,
+                                                const TokenizerImpl& impl) {
   DF11_ASSIGN_OR_RETURN(std::optional<std::string> name, SpecialTokenName(config, key));
   if (!name) return std::optional<int32_t>();
   std::optional<int32_t> id = LookupToken(impl, *name);
@@ -113,8 +115,8 @@ Status ApplyAddBosEos(const JsonNode& config, const std::string& post_processor_
   }
   if (cls.size() > 4 && cls.compare(cls.size() - 4, 4, "Fast") == 0) cls.resize(cls.size() - 4);
   bool llama_like = cls == "LlamaTokenizer" || cls == "GemmaTokenizer" || cls == "CodeLlamaTokenizer";
-  bool rebuild = llama_like || ((add_bos || add_eos) && (post_processor_type == "TemplateProcessing" ||
-                                                         post_processor_type == "Sequence"));
+  bool rebuild = llama_like || ((add_bos || add_eos) &&
+                                (post_processor_type == "TemplateProcessing" || post_processor_type == "Sequence"));
   if (!rebuild) return Status::Ok();
   bool bos = add_bos.value_or(llama_like);
   bool eos = add_eos.value_or(false);
@@ -211,8 +213,7 @@ StatusOr<std::unique_ptr<TokenizerImpl>> BuildTokenizerImpl(std::string_view tok
 Tokenizer::Tokenizer(std::unique_ptr<tokenizer_internal::TokenizerImpl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
-StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view tokenizer_json,
-                                                         std::string_view config_json,
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view tokenizer_json, std::string_view config_json,
                                                          std::string_view generation_config_json) {
   DF11_ASSIGN_OR_RETURN(std::unique_ptr<tokenizer_internal::TokenizerImpl> impl,
                         tokenizer_internal::BuildTokenizerImpl(tokenizer_json, config_json, generation_config_json));

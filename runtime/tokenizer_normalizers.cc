@@ -18,7 +18,8 @@ class NfdNormalizer : public Normalizer {
 
 class ReplaceNormalizer : public Normalizer {
  public:
-  ReplaceNormalizer(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceNormalizer(Pattern pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void Normalize(std::string& text) const override {
     std::vector<Pattern::Piece> pieces;
     pattern_.FindPieces(text, pieces);

@@ -227,8 +227,7 @@ StatusOr<std::unique_ptr<PreTokenizer>> FromRegex(const std::string& regex, Spli
 
 bool IsPunctuation(char32_t cp) {
   if (cp < 0x80) {
-    return (cp >= '!' && cp <= '/') || (cp >= ':' && cp <= '@') || (cp >= '[' && cp <= '`') ||
-           (cp >= '{' && cp <= '~');
+    return (cp >= '!' && cp <= '/') || (cp >= ':' && cp <= '@') || (cp >= '[' && cp <= '`') || (cp >= '{' && cp <= '~');
   }
   static const std::shared_ptr<const Regex> punct = Regex::Compile("\\A\\p{P}").value();
   std::string s;
@@ -329,8 +328,8 @@ StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const JsonNode& node) 
     DF11_ASSIGN_OR_RETURN(bool use_regex, node.GetBool("use_regex", true));
     std::optional<Pattern> regex;
     if (use_regex) {
-      DF11_ASSIGN_OR_RETURN(regex, Pattern::FromRegex(
-                                       R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"));
+      DF11_ASSIGN_OR_RETURN(
+          regex, Pattern::FromRegex(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"));
     }
     return std::unique_ptr<PreTokenizer>(new ByteLevelPreTokenizer(add_prefix_space, std::move(regex)));
   }

@@ -35,8 +35,7 @@ StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern) 
   OnigRegex regex = nullptr;
   OnigErrorInfo info;
   const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
-  int rc = onig_new(&regex, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_DEFAULT,
-                    &info);
+  int rc = onig_new(&regex, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_DEFAULT, &info);
   if (rc != ONIG_NORMAL) {
     OnigUChar message[ONIG_MAX_ERROR_MESSAGE_LEN];
     onig_error_code_to_str(message, rc, &info);
@@ -63,9 +62,7 @@ void Regex::FindAll(std::string_view text, std::vector<std::pair<size_t, size_t>
     auto stop = static_cast<size_t>(region->end[0]);
     if (start == stop && have_last && last_match_end == stop) {
       // An empty match right after the previous one: step over one character.
-      search_from += search_from < text.size()
-                         ? Utf8SequenceLength(static_cast<unsigned char>(text[search_from]))
-                         : 1;
+      search_from += search_from < text.size() ? Utf8SequenceLength(static_cast<unsigned char>(text[search_from])) : 1;
       continue;
     }
     search_from = stop;
@@ -89,8 +86,24 @@ std::string Regex::Escape(std::string_view literal) {
   out.reserve(literal.size() * 2);
   for (char c : literal) {
     switch (c) {
-      case '\\': case '.': case '+': case '*': case '?': case '(': case ')': case '|': case '[':
-      case ']': case '{': case '}': case '^': case '$': case '#': case '&': case '-': case '~':
+      case '\\':
+      case '.':
+      case '+':
+      case '*':
+      case '?':
+      case '(':
+      case ')':
+      case '|':
+      case '[':
+      case ']':
+      case '{':
+      case '}':
+      case '^':
+      case '$':
+      case '#':
+      case '&':
+      case '-':
+      case '~':
         out.push_back('\\');
         break;
       default:

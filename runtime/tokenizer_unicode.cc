@@ -57,15 +57,13 @@ uint32_t CombiningClass(char32_t cp) {
 const CanonicalDecomposition* FindDecomposition(char32_t cp) {
   const CanonicalDecomposition* end = kCanonicalDecompositions + kNumCanonicalDecompositions;
   const CanonicalDecomposition* it = std::lower_bound(
-      kCanonicalDecompositions, end, cp,
-      [](const CanonicalDecomposition& d, char32_t c) { return d.code_point < c; });
+      kCanonicalDecompositions, end, cp, [](const CanonicalDecomposition& d, char32_t c) { return d.code_point < c; });
   return it != end && it->code_point == cp ? it : nullptr;
 }
 
-constexpr char32_t kHangulSBase = 0xAC00, kHangulLBase = 0x1100, kHangulVBase = 0x1161,
-                   kHangulTBase = 0x11A7;
-constexpr int kHangulLCount = 19, kHangulVCount = 21, kHangulTCount = 28,
-              kHangulNCount = kHangulVCount * kHangulTCount, kHangulSCount = kHangulLCount * kHangulNCount;
+constexpr char32_t kHangulSBase = 0xAC00, kHangulLBase = 0x1100, kHangulVBase = 0x1161, kHangulTBase = 0x11A7;
+constexpr int kHangulLCount = 19, kHangulVCount = 21, kHangulTCount = 28, kHangulNCount = kHangulVCount * kHangulTCount,
+              kHangulSCount = kHangulLCount * kHangulNCount;
 
 void DecomposeInto(char32_t cp, std::vector<char32_t>& out) {
   if (cp >= kHangulSBase && cp < kHangulSBase + kHangulSCount) {
@@ -114,8 +112,7 @@ const CompositionData& Composition() {
 }
 
 char32_t ComposePair(char32_t a, char32_t b) {
-  if (a >= kHangulLBase && a < kHangulLBase + kHangulLCount && b >= kHangulVBase &&
-      b < kHangulVBase + kHangulVCount) {
+  if (a >= kHangulLBase && a < kHangulLBase + kHangulLCount && b >= kHangulVBase && b < kHangulVBase + kHangulVCount) {
     return kHangulSBase + ((a - kHangulLBase) * kHangulVCount + (b - kHangulVBase)) * kHangulTCount;
   }
   if (a >= kHangulSBase && a < kHangulSBase + kHangulSCount && (a - kHangulSBase) % kHangulTCount == 0 &&
@@ -300,8 +297,8 @@ std::string Utf8Lossy(std::string_view bytes, bool hold_incomplete, size_t* held
 bool IsWhiteSpace(char32_t cp) {
   if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D);
   if (cp < 0x85) return false;
-  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
-         cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+         cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
 std::string NormalizeNfd(std::string_view s) { return NormalizeStretches(s, /*nfd=*/true, NfdStretch); }

@@ -52,7 +52,7 @@ std::string NormalizeNfd(std::string_view s);
 struct CanonicalDecomposition {
   uint32_t code_point;
   uint32_t first;
-  uint32_t second;    // 0: singleton decomposition
+  uint32_t second;      // 0: singleton decomposition
   uint32_t composable;  // 1: primary composite (first + second compose back to code_point)
 };
 struct CombiningClassRange {

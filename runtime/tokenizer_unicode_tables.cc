@@ -2,6 +2,7 @@
 // restricted to characters assigned in Unicode 9.0). Do not edit.
 #include "runtime/tokenizer_unicode.h"
 
+// clang-format off
 namespace df11::tokenizer_internal {
 
 // {code point, first, second (0: singleton), primary composite}, sorted by code point.
@@ -597,3 +598,4 @@ const CombiningClassRange kCombiningClassRanges[] = {
 const size_t kNumCombiningClassRanges = 333;
 
 }  // namespace df11::tokenizer_internal
+// clang-format on

@@ -1,11 +1,10 @@
 // Black-box tests of `df11 tokenize` (the real binary, DF11_CLI_PATH) on the tiny fixtures.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <string>
-
-#include <unistd.h>
 
 #include "tests/runtime/tokenizer_test_util.h"
 
@@ -21,8 +20,8 @@ struct CliRun {
 CliRun Tokenize(const std::string& args, const std::string& input) {
   // Unique per process and call: ctest runs tests in parallel processes.
   static int calls = 0;
-  std::string in_path = ::testing::TempDir() + "tokenize_in_" + std::to_string(getpid()) + "_" +
-                        std::to_string(calls++) + ".txt";
+  std::string in_path =
+      ::testing::TempDir() + "tokenize_in_" + std::to_string(getpid()) + "_" + std::to_string(calls++) + ".txt";
   std::ofstream(in_path, std::ios::binary) << input;
   std::string cmd = std::string(DF11_CLI_PATH) + " tokenize " + args + " < " + in_path + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");

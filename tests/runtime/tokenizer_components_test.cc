@@ -1,11 +1,11 @@
 // Unit tests of the tokenizer components (normalizers, pre-tokenizers, decoders,
 // post-processors) on hand-made inputs. Expected values were worked out from the HF
 // `tokenizers` semantics and checked against the library itself (tokenizers 0.23 npm binding).
+#include "runtime/tokenizer_components.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
-#include "runtime/tokenizer_components.h"
 
 namespace df11::tokenizer_internal {
 namespace {
@@ -69,12 +69,13 @@ TEST(TokenizerPreTokenizers, SplitBehaviors) {
 
 TEST(TokenizerPreTokenizers, SplitRegexUsesOniguruma) {
   // Qwen2/3's pattern: letters with an optional leading non-letter, one digit at a time.
-  json qwen = {{"type", "Split"},
-               {"pattern",
-                {{"Regex",
-                  R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}}},
-               {"behavior", "Isolated"},
-               {"invert", false}};
+  json qwen = {
+      {"type", "Split"},
+      {"pattern",
+       {{"Regex",
+         R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}}},
+      {"behavior", "Isolated"},
+      {"invert", false}};
   EXPECT_EQ(PreTokenize(qwen, "I'M 2024  ok\n\n"), (Pieces{"I", "'M", " ", "2", "0", "2", "4", " ", " ok", "\n\n"}));
   EXPECT_EQ(PreTokenize(qwen, ""), Pieces{});
 }
@@ -125,8 +126,7 @@ TEST(TokenizerPreTokenizers, SequenceAndUnsupported) {
 TEST(TokenizerNormalizers, Unicode) {
   EXPECT_EQ(Normalize({{"type", "NFC"}}, "e\u0301 A\u030a \u212b \u1100\u1161\u11a8 \u0958 q\u0307\u0323"),
             "\u00e9 \u00c5 \u00c5 \uac01 \u0915\u093c q\u0323\u0307");
-  EXPECT_EQ(Normalize({{"type", "NFD"}}, "\u00e9 \uac01 \u1e0b\u0323"),
-            "e\u0301 \u1100\u1161\u11a8 d\u0323\u0307");
+  EXPECT_EQ(Normalize({{"type", "NFD"}}, "\u00e9 \uac01 \u1e0b\u0323"), "e\u0301 \u1100\u1161\u11a8 d\u0323\u0307");
   EXPECT_EQ(Normalize({{"type", "NFC"}}, "plain ascii"), "plain ascii");
 }
 
@@ -173,8 +173,9 @@ TEST(TokenizerDecoders, StripReplaceByteFallbackFuse) {
   EXPECT_EQ(Decode({{"type", "ByteFallback"}},
                    {"<0x61>", "<0xC3>", "<0xA9>", "x", "<0xC3>", "<0x61>", "<0x+A>", "<0xzz>", "<0x0a>"}),
             "a\u00e9x\uFFFD\uFFFD\uFFFD<0xzz>\n");
-  json fuse_strip = {{"type", "Sequence"},
-                     {"decoders", {{{"type", "Fuse"}}, {{"type", "Strip"}, {"content", " "}, {"start", 2}, {"stop", 1}}}}};
+  json fuse_strip = {
+      {"type", "Sequence"},
+      {"decoders", {{{"type", "Fuse"}}, {{"type", "Strip"}, {"content", " "}, {"start", 2}, {"stop", 1}}}}};
   EXPECT_EQ(Decode(fuse_strip, {" ", " ", " a", " ", " "}), " a ");
 }
 

@@ -64,8 +64,8 @@ void ExpectIds(const Tokenizer& tok, const nlohmann::json& golden, const char* f
     ASSERT_TRUE(ids.ok()) << ids.status().ToString();
     auto want = golden[field][i].get<std::vector<int32_t>>();
     if (*ids != want && ++mismatches <= 5) {
-      ADD_FAILURE() << field << " of line " << i + 1 << " " << nlohmann::json(Corpus()[i]).dump() << "\n got:  "
-                    << Show(*ids) << "\n want: " << Show(want);
+      ADD_FAILURE() << field << " of line " << i + 1 << " " << nlohmann::json(Corpus()[i]).dump()
+                    << "\n got:  " << Show(*ids) << "\n want: " << Show(want);
     }
   }
   EXPECT_EQ(mismatches, 0) << field;

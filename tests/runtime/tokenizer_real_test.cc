@@ -41,7 +41,7 @@ TEST_P(RealTokenizerTest, DecodeInvertsEncode) {
     StatusOr<Ids> ids = tok->Encode(text, false);
     ASSERT_TRUE(ids.ok()) << ids.status().ToString();
     std::string expected = text;
-    if (GetParam() == "qwen3") expected = tokenizer_internal::NormalizeNfc(text);  // its normalizer
+    if (GetParam() == "qwen3") expected = tokenizer_internal::NormalizeNfc(text);      // its normalizer
     if (GetParam() == "gemma3" && text.find("\u2581") != std::string::npos) continue;  // "▁" decodes to " "
     EXPECT_EQ(tok->Decode(*ids, false), expected) << "line " << i + 1;
   }
@@ -106,7 +106,8 @@ TEST_P(RealTokenizerTest, EncodeIsThreadSafe) {
 TEST_P(RealTokenizerTest, RejectsInvalidUtf8) {
   const Tokenizer* tok = RealTokenizer(GetParam());
   ASSERT_NE(tok, nullptr);
-  for (const std::string& bad : std::vector<std::string>{"\xFF", "abc\xC3", "\xED\xA0\x80", std::string("a\0\xFE", 3)}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"\xFF", "abc\xC3", "\xED\xA0\x80", std::string("a\0\xFE", 3)}) {
     StatusOr<Ids> ids = tok->Encode(bad, true);
     ASSERT_FALSE(ids.ok());
     EXPECT_EQ(ids.status().code(), StatusCode::kInvalidArgument);

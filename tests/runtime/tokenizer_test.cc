@@ -51,11 +51,11 @@ json ReadJson(const std::string& path) {
 TEST(TokenizerBpe, MergesByRankThenLeftmost) {
   auto tok = LoadFixture("tiny_bytelevel");
   ASSERT_NE(tok, nullptr);
-  EXPECT_EQ(Encode(*tok, "abc"), (Ids{6}));       // a b c -> ab c -> abc
-  EXPECT_EQ(Encode(*tok, "bcd"), (Ids{5, 8}));    // b c d -> bc d
-  EXPECT_EQ(Encode(*tok, "abcd"), (Ids{6, 8}));   // "a b" beats "b c"
-  EXPECT_EQ(Encode(*tok, " ab"), (Ids{3, 4}));    // Ġab is in the vocab but "a b" merges first
-  EXPECT_EQ(Encode(*tok, "aaa"), (Ids{11, 0}));   // equal ranks: leftmost pair first
+  EXPECT_EQ(Encode(*tok, "abc"), (Ids{6}));      // a b c -> ab c -> abc
+  EXPECT_EQ(Encode(*tok, "bcd"), (Ids{5, 8}));   // b c d -> bc d
+  EXPECT_EQ(Encode(*tok, "abcd"), (Ids{6, 8}));  // "a b" beats "b c"
+  EXPECT_EQ(Encode(*tok, " ab"), (Ids{3, 4}));   // Ġab is in the vocab but "a b" merges first
+  EXPECT_EQ(Encode(*tok, "aaa"), (Ids{11, 0}));  // equal ranks: leftmost pair first
   EXPECT_EQ(Encode(*tok, "ab ab"), (Ids{4, 3, 4}));
   EXPECT_EQ(Encode(*tok, "a1b"), (Ids{0, 9, 1}));
   EXPECT_EQ(Encode(*tok, " a"), (Ids{7}));
@@ -85,11 +85,11 @@ TEST(TokenizerBpe, MergePairsAndIgnoreMerges) {
 TEST(TokenizerBpe, ByteFallbackAndUnk) {
   auto tok = LoadFixture("tiny_bytefallback");
   ASSERT_NE(tok, nullptr);
-  EXPECT_EQ(Encode(*tok, "hi hi"), (Ids{5, 6}));         // "hi▁hi": h i ▁ h i -> hi ▁ hi -> hi ▁hi
-  EXPECT_EQ(Encode(*tok, "\u00e9"), (Ids{7, 8}));        // <0xC3> <0xA9>
+  EXPECT_EQ(Encode(*tok, "hi hi"), (Ids{5, 6}));   // "hi▁hi": h i ▁ h i -> hi ▁ hi -> hi ▁hi
+  EXPECT_EQ(Encode(*tok, "\u00e9"), (Ids{7, 8}));  // <0xC3> <0xA9>
   EXPECT_EQ(Encode(*tok, "\u20ac"), (Ids{9, 10, 11}));
-  EXPECT_EQ(Encode(*tok, "x"), (Ids{0}));                // no <0x78>: unk
-  EXPECT_EQ(Encode(*tok, "xx"), (Ids{0}));               // fuse_unk
+  EXPECT_EQ(Encode(*tok, "x"), (Ids{0}));   // no <0x78>: unk
+  EXPECT_EQ(Encode(*tok, "xx"), (Ids{0}));  // fuse_unk
   EXPECT_EQ(Encode(*tok, "xhx"), (Ids{0, 3, 0}));
   EXPECT_EQ(Encode(*tok, "x\u00e9"), (Ids{7, 8, 0}));    // HF keeps the unk pending across byte tokens
   EXPECT_EQ(Encode(*tok, "hi\n\nhi"), (Ids{5, 12, 5}));  // "\n\n" is an added (non-special) token
@@ -130,7 +130,7 @@ TEST(TokenizerAddedTokens, FlagsAsHf) {
   EXPECT_EQ(Encode(*tok, "sw a"), (Ids{10, 2, 0}));    // single_word at word boundaries only
   EXPECT_EQ(Encode(*tok, "asw"), (Ids{0, 3, 4}));
   EXPECT_EQ(Encode(*tok, "swa"), (Ids{3, 4, 0}));
-  EXPECT_EQ(Encode(*tok, "abbb"), (Ids{12, 1}));       // leftmost-longest
+  EXPECT_EQ(Encode(*tok, "abbb"), (Ids{12, 1}));  // leftmost-longest
   EXPECT_EQ(Encode(*tok, "aab"), (Ids{0, 11}));
   // A normalized added token matches the normalized text ("X" -> "N"): both X and N hit it,
   // and decoding shows its normalized content.
