@@ -35,6 +35,7 @@ namespace df11 {
 namespace tokenizer_internal {
 struct TokenizerImpl;
 }
+class IncrementalDetokenizer;
 
 class Tokenizer {
  public:
@@ -76,11 +77,10 @@ class Tokenizer {
   // chat_template.jinja file replaces "default".
   const std::map<std::string, std::string>& chat_templates() const;
 
-  // Internal: used by IncrementalDetokenizer.
-  const tokenizer_internal::TokenizerImpl& impl() const { return *impl_; }
-
  private:
+  friend class IncrementalDetokenizer;  // decodes windows of tokens through impl()
   explicit Tokenizer(std::unique_ptr<tokenizer_internal::TokenizerImpl> impl);
+  const tokenizer_internal::TokenizerImpl& impl() const { return *impl_; }
   std::unique_ptr<tokenizer_internal::TokenizerImpl> impl_;
 };
 
