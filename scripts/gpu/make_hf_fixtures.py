@@ -223,6 +223,7 @@ def legacy_config(config):
         if pattern is None:
             raise FixtureError(f"layer_types {types} follow no sliding_window_pattern")
         c["sliding_window_pattern"] = pattern
+        c.pop("_sliding_window_pattern", None)  # transformers 5's private copy of the old default
     elif types is not None and any(t != "full_attention" for t in types):
         c["layer_types"] = types  # no 4.5x spelling: keep it
     c["transformers_version"] = "4.53.0"
