@@ -101,6 +101,9 @@ Status SetGemma3Flags(const ConfigReader& r, ModelConfig& c) {
   DF11_RETURN_IF_ERROR(r.Double("attn_logit_softcapping", c.attn_logit_softcapping));
   if (c.final_logit_softcapping < 0) return r.Error("final_logit_softcapping", "must not be negative");
   if (c.attn_logit_softcapping < 0) return r.Error("attn_logit_softcapping", "must not be negative");
+  // NOTE: transformers' Gemma 3 attention does not apply attn_logit_softcapping (Gemma 2's did);
+  // published Gemma 3 configs leave it null. Validated above, then ignored to match transformers.
+  c.attn_logit_softcapping = 0.0;
   return RejectBiases(r);
 }
 
