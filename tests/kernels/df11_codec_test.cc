@@ -252,7 +252,9 @@ TEST(Df11FastTable, PairTableAgreesWithLutWalk) {
       }
       doubles += PairCount(e) == 2;
     }
-    if (seed == 1) EXPECT_GT(doubles, kFastTableSize / 2);  // Gaussian weights: most lookups give two codes
+    if (seed == 1) {
+      EXPECT_GT(doubles, kFastTableSize / 2);  // Gaussian weights: most lookups give two codes
+    }
   }
 }
 
