@@ -48,9 +48,10 @@ nlohmann::ordered_json ParseVars(const std::vector<std::string>& vars) {
 }
 
 void RunChatTemplate(const ChatTemplateOptions& opts) {
-  ChatTemplate tmpl = Check(LoadChatTemplate(opts.dir, opts.template_name));
+  nlohmann::ordered_json vars = ParseVars(opts.vars);
   nlohmann::ordered_json messages = ReadMessages(opts.messages_path);
-  std::string prompt = Check(tmpl.Render(messages, opts.add_generation_prompt, ParseVars(opts.vars)));
+  ChatTemplate tmpl = Check(LoadChatTemplate(opts.dir, opts.template_name));
+  std::string prompt = Check(tmpl.Render(messages, opts.add_generation_prompt, vars));
   std::cout << prompt << std::flush;
 }
 
@@ -60,7 +61,8 @@ void RegisterChatTemplate(CLI::App& app) {
   cmd->add_option("dir", opts->dir, "Model directory with tokenizer_config.json or chat_template.jinja")->required();
   cmd->add_option("--messages", opts->messages_path, "JSON file with a list of {role, content, ...} messages")->required();
   cmd->add_flag("--add-generation-prompt", opts->add_generation_prompt, "Append the assistant turn header");
-  cmd->add_option("--var", opts->vars, "Template variable key=value (JSON if it parses, else a string); repeatable");
+  cmd->add_option("--var", opts->vars, "Template variable key=value (JSON if it parses, else a string); repeatable")
+      ->allow_extra_args(false);
   cmd->add_option("--template", opts->template_name, "Named template when the config has several (default: \"default\")");
   cmd->callback([opts] { RunChatTemplate(*opts); });
 }

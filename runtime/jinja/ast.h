@@ -57,10 +57,11 @@ struct Expr {
   std::vector<ExprPtr> kids;
   std::unique_ptr<ArgList> args;  // kCall, kFilter, kTest (may be null when no arguments)
   bool negated = false;           // kTest
-  // A constant subtree (no variables or calls) containing a slice. jinja2's optimizer
-  // evaluates such subtrees at compile time, where slicing goes through the sandbox getitem
-  // (a TypeError yields undefined instead of failing), and keeps the result when it is a
-  // plain value (or, for a whole {{ }}, always). The interpreter replays that.
+  // The subtree contains a slice. jinja2's optimizer tries to evaluate every expression at
+  // compile time (Node.as_const: lazily, so `a or x` folds when `a` is truthy, and failing on
+  // variables and calls); there slicing goes through the sandbox getitem, so a slice TypeError
+  // yields undefined instead of failing. A folded value is kept when it is a plain value (or,
+  // for a whole {{ }}, always). The interpreter replays this only where it can matter.
   bool const_fold = false;
 };
 

@@ -444,7 +444,10 @@ StatusOr<std::optional<Value>> Attribute(const Value& obj, const std::string& na
       }
       return FindMethod(obj, name, kListMethods, "list");
     case Value::Kind::kTuple:
-      if (name == "count" || name == "index") return FindMethod(obj, name, kListMethods, "tuple");
+    case Value::Kind::kView:
+      if ((obj.is_tuple() || obj.is_range()) && (name == "count" || name == "index")) {
+        return FindMethod(obj, name, kListMethods, obj.TypeName());
+      }
       return std::optional<Value>();
     case Value::Kind::kBool:
     case Value::Kind::kInt:
@@ -487,7 +490,7 @@ StatusOr<Value> GetItem(Interpreter&, const Value& obj, const Value& key) {
   if (obj.is_undefined()) return UndefinedErrorFor(obj);
   if (obj.is_dict() && IsHashable(key)) {
     if (const Value* v = obj.dict().Find(key)) return *v;
-  } else if ((obj.is_sequence() || obj.is_string()) && key.is_integral()) {
+  } else if ((obj.is_sequence() || obj.is_string() || obj.is_range()) && key.is_integral()) {
     int64_t i = key.as_int();
     if (obj.is_string()) {
       std::u32string u = pystr::Decode(obj.str());

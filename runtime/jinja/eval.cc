@@ -215,6 +215,18 @@ StatusOr<Value> EvalSlice(Interpreter& in, const Value& obj, const Expr& slice) 
   // jinja2 compiles slicing to a plain Python subscript (no sandbox getitem), so misuse fails.
   if (obj.is_undefined()) return UndefinedError(obj);
   if (obj.is_dict()) return TypeError("unhashable type: 'slice'");
+  if (obj.is_range() && valid) {
+    auto [start, stop, step] = obj.range_bounds();
+    int64_t b, e, st;
+    if (!pystr::AdjustSlice(static_cast<int64_t>(obj.items().size()), bounds[0], bounds[1], bounds[2], &b, &e, &st)) {
+      return InvalidArgument("ValueError: slice step cannot be zero");
+    }
+    std::vector<int64_t> idx;
+    pystr::SliceIndices(static_cast<int64_t>(obj.items().size()), bounds[0], bounds[1], bounds[2], &idx);
+    std::vector<Value> items;
+    for (int64_t i : idx) items.push_back(obj.items()[i]);
+    return Value::MakeRange(start + b * step, start + e * step, step * st, std::move(items));
+  }
   if (!obj.is_string() && !obj.is_sequence()) return TypeError(std::string("'") + obj.TypeName() + "' object is not subscriptable");
   if (!valid) return TypeError("slice indices must be integers or None or have an __index__ method");
   std::vector<int64_t> idx;
@@ -310,7 +322,7 @@ StatusOr<Value> Interpreter::Eval(const Expr& e) {
     StatusOr<Value> folded = EvalImpl(e);
     const_mode_ = false;
     if (folded.ok() && (&e == print_root_ || IsSafeConstant(*folded))) return folded;
-    error_final_ = saved_final;
+    error_final_ = saved_final;  // not foldable: evaluate at "render time" below
   }
   StatusOr<Value> v = EvalImpl(e);
   if (!v.ok()) return Locate(v.status(), e.line, e.col);
@@ -320,6 +332,15 @@ StatusOr<Value> Interpreter::Eval(const Expr& e) {
 StatusOr<Value> Interpreter::EvalImpl(const Expr& e) {
   DF11_RETURN_IF_ERROR(Step());
   Interpreter& in = *this;
+  if (const_mode_) {
+    // Compile-time evaluation cannot see variables, calls or context-dependent filters.
+    const bool context_filter = e.kind == Expr::Kind::kFilter &&
+                                (!e.kids[0] || e.name == "select" || e.name == "reject" || e.name == "selectattr" ||
+                                 e.name == "rejectattr" || e.name == "map");
+    if (e.kind == Expr::Kind::kName || e.kind == Expr::Kind::kCall || e.kind == Expr::Kind::kNsRef || context_filter) {
+      return Status(StatusCode::kAborted, "not a compile-time constant");
+    }
+  }
   switch (e.kind) {
     case Expr::Kind::kLiteral: return e.literal;
     case Expr::Kind::kName: {
@@ -429,6 +450,7 @@ StatusOr<Value> Interpreter::EvalImpl(const Expr& e) {
       DF11_ASSIGN_OR_RETURN(Value test, Eval(*e.kids[1]));
       if (test.Truthy()) return Eval(*e.kids[0]);
       if (e.kids[2]) return Eval(*e.kids[2]);
+      if (const_mode_) return Status(StatusCode::kAborted, "not a compile-time constant");
       return Value::Undefined("the inline if-expression on line " + std::to_string(e.line) +
                               " evaluated to false and no else section was defined");
     }

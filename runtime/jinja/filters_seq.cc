@@ -31,10 +31,15 @@ Value IgnoreCase(const Value& v, bool case_sensitive) {
 
 // Key of `item` for sort/unique/min/max: attribute path(s), lower-cased unless case_sensitive.
 StatusOr<Value> SortKey(Interpreter& in, const Value& item, const Value& attribute, bool case_sensitive, bool multi) {
-  if (multi && attribute.is_string() && attribute.str().find(',') != std::string::npos) {
+  if (multi) {  // jinja2 make_multi_attrgetter: the key is always a list
     std::vector<Value> keys;
-    for (const std::string& a : pystr::Split(attribute.str(), std::string(","), -1, false)) {
-      DF11_ASSIGN_OR_RETURN(Value k, GetPath(in, item, Value(a)));
+    if (attribute.is_string()) {
+      for (const std::string& a : pystr::Split(attribute.str(), std::string(","), -1, false)) {
+        DF11_ASSIGN_OR_RETURN(Value k, GetPath(in, item, Value(a)));
+        keys.push_back(IgnoreCase(k, case_sensitive));
+      }
+    } else {
+      DF11_ASSIGN_OR_RETURN(Value k, GetPath(in, item, attribute));
       keys.push_back(IgnoreCase(k, case_sensitive));
     }
     return Value::List(std::move(keys));
@@ -51,11 +56,11 @@ Status SortByKeys(std::vector<Value>* items, const std::vector<Value>& keys, boo
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const Value& x = reverse ? keys[b] : keys[a];
     const Value& y = reverse ? keys[a] : keys[b];
-    if (x.is_undefined() || y.is_undefined()) {
+    if (x.is_undefined() || y.is_undefined()) {  // Undefined.__lt__ fails
       if (error.ok()) error = UndefinedErrorFor(x.is_undefined() ? x : y);
       return false;
     }
-    StatusOr<int> c = Compare(x, y);
+    StatusOr<int> c = Compare(x, y);  // lists compare element-wise (equal undefined items are skipped)
     if (!c.ok()) {
       if (error.ok()) error = c.status();
       return false;

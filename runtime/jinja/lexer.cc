@@ -144,6 +144,10 @@ class Lexer {
   }
 
   Status LexComment(size_t begin, size_t i) {
+    if (i >= s_.size()) {  // jinja2 quirk: a "{#" that ends the template is dropped silently
+      pos_ = s_.size();
+      return Status::Ok();
+    }
     size_t e = s_.find("#}", i);
     if (e == std::string::npos) return Fail(begin, "missing end of comment tag");
     char sign = (e > i && (s_[e - 1] == '-' || s_[e - 1] == '+')) ? s_[e - 1] : 0;

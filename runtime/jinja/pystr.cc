@@ -42,6 +42,10 @@ const char32_t* SpecialUpper(char32_t c) {
     case 0x1E98: return U"W\u030A";
     case 0x1E99: return U"Y\u030A";
     case 0x1E9A: return U"A\u02BE";
+    case 0x1F50: return U"\u03A5\u0313";
+    case 0x1F52: return U"\u03A5\u0313\u0300";
+    case 0x1F54: return U"\u03A5\u0313\u0301";
+    case 0x1F56: return U"\u03A5\u0313\u0342";
     case 0xFB00: return U"FF";
     case 0xFB01: return U"FI";
     case 0xFB02: return U"FL";
@@ -97,6 +101,10 @@ void AppendTitle(char32_t c, std::u32string* out, bool* ok) {
     case 0xFB05: case 0xFB06: { out->append(U"St"); return; }
     default: break;
   }
+  if (c >= 0x10D0 && c <= 0x10FF) {  // Georgian Mkhedruli: title case is the letter itself
+    out->push_back(c);
+    return;
+  }
   AppendUpper(c, out, ok);
 }
 
@@ -121,6 +129,8 @@ bool IsPrintable(char32_t c) {
       (c >= 0x205F && c <= 0x2064) || (c >= 0x2066 && c <= 0x206F) || c == 0x3000 ||
       c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB) || (c >= 0x600 && c <= 0x605) || c == 0x61C ||
       c == 0x6DD || c == 0x70F || c == 0x180E || (c >= 0xE000 && c <= 0xF8FF) || c >= 0xF0000 ||
+      c == 0x890 || c == 0x891 || c == 0x8E2 || c == 0x110BD || c == 0x110CD || (c >= 0x13430 && c <= 0x1343F) ||
+      (c >= 0x1BCA0 && c <= 0x1BCA3) || (c >= 0x1D173 && c <= 0x1D17A) ||
       (c >= 0xE0000 && c <= 0xE007F) || (c >= 0xD800 && c <= 0xDFFF)) {
     return false;
   }
@@ -521,6 +531,19 @@ std::string FloatRepr(double v) {
 
 bool SliceIndices(int64_t length, std::optional<int64_t> start, std::optional<int64_t> stop,
                   std::optional<int64_t> step, std::vector<int64_t>* indices) {
+  int64_t b, e, st;
+  if (!AdjustSlice(length, start, stop, step, &b, &e, &st)) return false;
+  indices->clear();
+  if (st > 0) {
+    for (int64_t i = b; i < e; i += st) indices->push_back(i);
+  } else {
+    for (int64_t i = b; i > e; i += st) indices->push_back(i);
+  }
+  return true;
+}
+
+bool AdjustSlice(int64_t length, std::optional<int64_t> start, std::optional<int64_t> stop,
+                 std::optional<int64_t> step, int64_t* begin, int64_t* end, int64_t* stride) {
   int64_t st = step.value_or(1);
   if (st == 0) return false;
   auto adjust = [&](std::optional<int64_t> v, int64_t dflt) {
@@ -534,14 +557,9 @@ bool SliceIndices(int64_t length, std::optional<int64_t> start, std::optional<in
     }
     return x;
   };
-  int64_t b = adjust(start, st < 0 ? length - 1 : 0);
-  int64_t e = adjust(stop, st < 0 ? -1 : length);
-  indices->clear();
-  if (st > 0) {
-    for (int64_t i = b; i < e; i += st) indices->push_back(i);
-  } else {
-    for (int64_t i = b; i > e; i += st) indices->push_back(i);
-  }
+  *begin = adjust(start, st < 0 ? length - 1 : 0);
+  *end = adjust(stop, st < 0 ? -1 : length);
+  *stride = st;
   return true;
 }
 

@@ -64,6 +64,9 @@ std::string FloatRepr(double v);
 // Returns false if step == 0.
 bool SliceIndices(int64_t length, std::optional<int64_t> start, std::optional<int64_t> stop,
                   std::optional<int64_t> step, std::vector<int64_t>* indices);
+// The adjusted [begin, end, step) of that slice (CPython PySlice_AdjustIndices).
+bool AdjustSlice(int64_t length, std::optional<int64_t> start, std::optional<int64_t> stop,
+                 std::optional<int64_t> step, int64_t* begin, int64_t* end, int64_t* stride);
 
 // HTML escaping as markupsafe.escape: & < > " ' .
 std::string HtmlEscape(std::string_view s);

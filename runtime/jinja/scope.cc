@@ -149,36 +149,19 @@ void AnalyzeFrame(const Body& body, const NameSet& params, const NameSet& outer,
 }
 
 
-// Marks Expr::const_fold; returns {is constant, contains a slice}.
-std::pair<bool, bool> MarkConstFold(Expr* e) {
-  if (!e) return {true, false};
-  bool constant = true, slice = e->kind == Expr::Kind::kSlice;
-  switch (e->kind) {
-    case Expr::Kind::kName:
-    case Expr::Kind::kCall:
-    case Expr::Kind::kNsRef: constant = false; break;
-    case Expr::Kind::kFilter:
-      constant = e->kids[0] && e->name != "select" && e->name != "reject" && e->name != "selectattr" &&
-                 e->name != "rejectattr" && e->name != "map";
-      break;
-    case Expr::Kind::kCondExpr: constant = e->kids[2] != nullptr; break;
-    default: break;
-  }
-  auto visit = [&](Expr* k) {
-    auto [c, s] = MarkConstFold(k);
-    constant &= c;
-    slice |= s;
-  };
-  for (auto& k : e->kids) visit(k.get());
+// Marks Expr::const_fold on every node whose subtree contains a slice; returns whether it does.
+bool MarkConstFold(Expr* e) {
+  if (!e) return false;
+  bool slice = e->kind == Expr::Kind::kSlice;
+  for (auto& k : e->kids) slice |= MarkConstFold(k.get());
   if (e->args) {
-    constant &= !e->args->star && !e->args->star_star;
-    for (auto& a : e->args->positional) visit(a.get());
-    for (auto& [name, a] : e->args->keyword) visit(a.get());
-    visit(e->args->star.get());
-    visit(e->args->star_star.get());
+    for (auto& a : e->args->positional) slice |= MarkConstFold(a.get());
+    for (auto& [name, a] : e->args->keyword) slice |= MarkConstFold(a.get());
+    slice |= MarkConstFold(e->args->star.get());
+    slice |= MarkConstFold(e->args->star_star.get());
   }
-  e->const_fold = constant && slice;
-  return {constant, slice};
+  e->const_fold = slice;
+  return slice;
 }
 
 void MarkBody(const Body& body) {

@@ -35,7 +35,7 @@ DF11_SIMPLE_TEST(Escaped, "escaped", v.is_string() && v.markup())
 DF11_SIMPLE_TEST(Iterable, "iterable",
                  v.is_string() || v.is_sequence() || v.is_dict() || v.is_undefined() || v.is_iterator() || v.is_loop() ||
                      v.is_view())
-DF11_SIMPLE_TEST(Sequence, "sequence", v.is_string() || v.is_sequence() || v.is_dict() || v.is_undefined())
+DF11_SIMPLE_TEST(Sequence, "sequence", v.is_string() || v.is_sequence() || v.is_dict() || v.is_undefined() || v.is_range())
 DF11_SIMPLE_TEST(Callable, "callable", v.is_function() || v.is_undefined() || v.is_loop())
 #undef DF11_SIMPLE_TEST
 
@@ -134,7 +134,7 @@ StatusOr<Value> Range(Interpreter& in, CallArgs& a) {
   std::vector<Value> items;
   for (__int128 i = 0; i < n; ++i) items.emplace_back(static_cast<int64_t>(start + i * step));
   (void)in;
-  return Value::List(std::move(items));
+  return Value::MakeRange(start, stop, step, std::move(items));
 }
 
 // dict(mapping_or_pairs?, **kwargs) -> Dict

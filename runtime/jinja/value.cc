@@ -121,6 +121,28 @@ Value Value::MakeView(View view, std::vector<Value> items) {
   return v;
 }
 
+namespace {
+struct RangeData {
+  std::vector<Value> items;
+  std::array<int64_t, 3> bounds;
+};
+}  // namespace
+
+Value Value::MakeRange(int64_t start, int64_t stop, int64_t step, std::vector<Value> items) {
+  Value v;
+  v.kind_ = Kind::kView;
+  v.view_ = View::kRange;
+  v.ptr_ = std::make_shared<RangeData>(RangeData{std::move(items), {start, stop, step}});
+  return v;
+}
+
+const std::vector<Value>& Value::items() const {
+  if (view_ == View::kRange) return static_cast<const RangeData*>(ptr_.get())->items;
+  return *static_cast<const std::vector<Value>*>(ptr_.get());
+}
+
+std::array<int64_t, 3> Value::range_bounds() const { return static_cast<const RangeData*>(ptr_.get())->bounds; }
+
 Value Value::MakeLoop(std::shared_ptr<LoopInfo> loop) {
   Value v;
   v.kind_ = Kind::kLoop;
@@ -163,7 +185,8 @@ const char* Value::TypeName() const {
     case Kind::kNamespace: return "Namespace";
     case Kind::kIterator: return "generator";
     case Kind::kLoop: return "LoopContext";
-    case Kind::kView: return view_ == View::kItems ? "dict_items" : view_ == View::kKeys ? "dict_keys" : "dict_values";
+    case Kind::kView:
+      return view_ == View::kItems ? "dict_items" : view_ == View::kKeys ? "dict_keys" : view_ == View::kRange ? "range" : "dict_values";
   }
   return "object";
 }
@@ -303,6 +326,13 @@ Status AppendRepr(const Value& v, std::string* out) {
     case Value::Kind::kList:
     case Value::Kind::kTuple: return AppendSequence(v, out);
     case Value::Kind::kView: {
+      if (v.is_range()) {
+        auto [start, stop, step] = v.range_bounds();
+        out->append("range(" + std::to_string(start) + ", " + std::to_string(stop));
+        if (step != 1) out->append(", " + std::to_string(step));
+        out->append(")");
+        break;
+      }
       out->append(v.TypeName());
       out->append("([");
       for (size_t i = 0; i < v.items().size(); ++i) {
@@ -313,6 +343,9 @@ Status AppendRepr(const Value& v, std::string* out) {
       break;
     }
     case Value::Kind::kDict: return AppendDict(v.dict(), out);
+    case Value::Kind::kLoop:
+      out->append("<LoopContext " + std::to_string(v.loop().index0 + 1) + "/" + std::to_string(v.loop().length) + ">");
+      break;
     case Value::Kind::kNamespace:
       out->append("<Namespace ");
       DF11_RETURN_IF_ERROR(AppendDict(v.ns().attrs, out));

@@ -4,11 +4,12 @@
 // = markupsafe.Markup), list, tuple, dict (insertion-ordered, Python key equality), function
 // (builtins, bound methods, macros), namespace (the only mutable object), iterator (a one-shot
 // generator such as `xs|select(...)`: always truthy, has no len), view (dict.items()/keys()/
-// values(): iterable and sized, not subscriptable, printed as dict_items([...])) and loop (the
-// `loop` object).
+// values(): iterable and sized, not subscriptable, printed as dict_items([...]); and range(),
+// printed as range(0, 3)) and loop (the `loop` object).
 // Values are cheap to copy: containers are shared and immutable (ImmutableSandboxedEnvironment).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -80,7 +81,7 @@ class Value {
     kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict, kFunction,
     kNamespace, kIterator, kLoop, kView,
   };
-  enum class View : uint8_t { kNone, kItems, kKeys, kValues };
+  enum class View : uint8_t { kNone, kItems, kKeys, kValues, kRange };
 
   Value() = default;  // undefined
   Value(bool b) : kind_(Kind::kBool), b_(b) {}  // NOLINT: implicit by design
@@ -102,6 +103,7 @@ class Value {
   static Value MakeIterator(std::vector<Value> items, Status error = Status::Ok());
   static Value MakeLoop(std::shared_ptr<LoopInfo> loop);
   static Value MakeView(View view, std::vector<Value> items);
+  static Value MakeRange(int64_t start, int64_t stop, int64_t step, std::vector<Value> items);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -119,6 +121,7 @@ class Value {
   bool is_iterator() const { return kind_ == Kind::kIterator; }
   bool is_loop() const { return kind_ == Kind::kLoop; }
   bool is_view() const { return kind_ == Kind::kView; }
+  bool is_range() const { return kind_ == Kind::kView && view_ == View::kRange; }
   View view() const { return view_; }
   // bool, int or float (Python numbers.Number; bool is an int).
   bool is_number() const { return kind_ == Kind::kBool || kind_ == Kind::kInt || kind_ == Kind::kFloat; }
@@ -133,7 +136,9 @@ class Value {
   double as_double() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(as_int()); }
   const std::string& str() const { return *static_cast<const std::string*>(ptr_.get()); }
   // Items of a list, tuple or view.
-  const std::vector<Value>& items() const { return *static_cast<const std::vector<Value>*>(ptr_.get()); }
+  const std::vector<Value>& items() const;
+  // start, stop, step of a range.
+  std::array<int64_t, 3> range_bounds() const;
   const Dict& dict() const { return *static_cast<const Dict*>(ptr_.get()); }
   const Function& function() const { return *static_cast<const Function*>(ptr_.get()); }
   Namespace& ns() const { return *static_cast<Namespace*>(ptr_.get()); }
