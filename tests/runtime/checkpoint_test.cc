@@ -293,7 +293,9 @@ TEST_F(CheckpointTest, CorruptStreamIsCaughtByDecoding) {
   auto orig = Checkpoint::Open(Path("bf16"));
   auto want = (*orig)->ReadBf16("model.layers.1.self_attn.q_proj.weight");
   EXPECT_TRUE(!w.ok() || *w != *want);
-  if (!w.ok()) EXPECT_EQ(w.status().code(), StatusCode::kDataLoss);
+  if (!w.ok()) {
+    EXPECT_EQ(w.status().code(), StatusCode::kDataLoss);
+  }
 }
 
 TEST_F(CheckpointTest, CompressRefusals) {
