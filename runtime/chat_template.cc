@@ -93,8 +93,8 @@ StatusOr<ChatTemplate> LoadChatTemplate(const std::string& model_dir, const std:
       if (name == "default") source = it->get<std::string>();
     } else if (it->is_array()) {
       for (const auto& entry : *it) {
-        if (entry.is_object() && entry.value("name", "") == name && entry.contains("template") &&
-            entry["template"].is_string()) {
+        if (entry.is_object() && entry.contains("name") && entry["name"].is_string() &&
+            entry["name"].get<std::string>() == name && entry.contains("template") && entry["template"].is_string()) {
           source = entry["template"].get<std::string>();
         }
       }

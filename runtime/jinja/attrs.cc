@@ -104,8 +104,10 @@ StatusOr<Value> EndsWith(Interpreter&, const Value& s, CallArgs& a) { return Sta
 StatusOr<Value> Replace(Interpreter& in, const Value& self, CallArgs& a) {
   DF11_ASSIGN_OR_RETURN(auto p, BindArgs("str.replace", a, {{"old"}, {"new"}, {"count", false, Value(-1)}}));
   if (!p[0].is_string() || !p[1].is_string() || !p[2].is_integral()) return TypeError("str.replace() argument types");
-  std::string out = pystr::Replace(self.str(), p[0].str(), p[1].str(), p[2].as_int());
-  DF11_RETURN_IF_ERROR(in.CheckSize(out.size()));
+  std::string out;
+  if (!pystr::Replace(self.str(), p[0].str(), p[1].str(), p[2].as_int(), in.MaxStringBytes(), &out)) {
+    return in.TooBig();
+  }
   return Value(std::move(out));
 }
 
@@ -290,7 +292,8 @@ StatusOr<Value> Format(Interpreter&, const Value& self, CallArgs& a) {
     if (field.find_first_of(":!.[{") != std::string::npos) return Unimplemented("str.format() field '{" + field + "}'");
     const Value* v = nullptr;
     if (field.empty() || std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
-      size_t idx = field.empty() ? auto_index++ : std::stoul(field);
+      if (field.size() > 9) return InvalidArgument("ValueError: Too many decimal digits in format string");
+      size_t idx = field.empty() ? auto_index++ : static_cast<size_t>(std::strtoul(field.c_str(), nullptr, 10));
       if (idx >= a.args.size()) return InvalidArgument("IndexError: Replacement index " + std::to_string(idx) + " out of range");
       v = &a.args[idx];
     } else {

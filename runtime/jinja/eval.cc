@@ -44,7 +44,7 @@ void FloatDivmod(double vx, double wx, double* floordiv, double* mod) {
 StatusOr<Value> Repeat(Interpreter& in, const Value& seq, int64_t n) {
   if (n <= 0) return seq.is_string() ? Value("") : (seq.is_tuple() ? Value::Tuple({}) : Value::List({}));
   size_t unit = seq.is_string() ? seq.str().size() : seq.items().size() * sizeof(Value);
-  if (unit != 0 && static_cast<uint64_t>(n) > (1ull << 40) / unit) return in.CheckSize(SIZE_MAX);
+  if (unit != 0 && static_cast<uint64_t>(n) > (1ull << 40) / unit) return in.TooBig();
   DF11_RETURN_IF_ERROR(in.CheckSize(unit * static_cast<size_t>(n)));
   if (seq.is_string()) {
     std::string out;
@@ -314,6 +314,14 @@ bool IsSafeConstant(const Value& v) {
 }
 
 StatusOr<Value> Interpreter::Eval(const Expr& e) {
+  struct DepthGuard {
+    explicit DepthGuard(int* d) : d_(d) { ++*d_; }
+    ~DepthGuard() { --*d_; }
+    int* d_;
+  } guard(&eval_depth_);
+  if (eval_depth_ > options_.limits.max_eval_depth) {
+    return ResourceExhausted("template evaluation nested deeper than " + std::to_string(options_.limits.max_eval_depth));
+  }
   if (e.const_fold && !const_mode_) {
     // jinja2 folds this constant subtree at compile time if it yields a plain value (or if it
     // is a whole {{ }}); otherwise the same code runs at render time with raw slicing.

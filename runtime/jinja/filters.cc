@@ -72,6 +72,7 @@ StatusOr<Value> ToJson(Interpreter& in, const Value& v, CallArgs& a) {
     return TypeError("tojson separators must be a (item_separator, key_separator) pair of strings");
   }
   o.sort_keys = p[3].Truthy();
+  o.max_bytes = in.MaxStringBytes();
   std::string out;
   DF11_RETURN_IF_ERROR(DumpJson(v, o, &out));
   DF11_RETURN_IF_ERROR(in.CheckSize(out.size()));
@@ -198,7 +199,7 @@ StatusOr<Value> Round(Interpreter&, const Value& v, CallArgs& a) {
     double d = v.as_double();
     if (!std::isfinite(d)) return Value(d);
     // printf rounds the exact binary value half-to-even, exactly like CPython's round().
-    char buf[512];
+    char buf[1024];  // |d| < 1.8e308 and prec <= 300: at most 611 characters
     std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(prec), d);
     return Value(std::strtod(buf, nullptr));
   }
@@ -215,8 +216,8 @@ StatusOr<Value> Replace(Interpreter& in, const Value& v, CallArgs& a) {
   int64_t count = -1;
   if (p[2].is_integral()) count = p[2].as_int();
   else if (!p[2].is_none()) return TypeError("replace() count must be an integer");
-  std::string out = pystr::Replace(s, old_s, new_s, count);
-  DF11_RETURN_IF_ERROR(in.CheckSize(out.size()));
+  std::string out;
+  if (!pystr::Replace(s, old_s, new_s, count, in.MaxStringBytes(), &out)) return in.TooBig();
   return Value(std::move(out));
 }
 
@@ -237,10 +238,16 @@ StatusOr<Value> Indent(Interpreter& in, const Value& v, CallArgs& a) {
   std::vector<std::string> lines = pystr::SplitLines(s, false);
   std::string rv;
   if (p[2].Truthy()) {
-    for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + indention : "") + lines[i];
+    for (size_t i = 0; i < lines.size(); ++i) {
+      rv += (i ? "\n" + indention : "") + lines[i];
+      DF11_RETURN_IF_ERROR(in.CheckSize(rv.size()));
+    }
   } else {
     rv = lines.empty() ? "" : lines[0];
-    for (size_t i = 1; i < lines.size(); ++i) rv += "\n" + (lines[i].empty() ? "" : indention + lines[i]);
+    for (size_t i = 1; i < lines.size(); ++i) {
+      rv += "\n" + (lines[i].empty() ? "" : indention + lines[i]);
+      DF11_RETURN_IF_ERROR(in.CheckSize(rv.size()));
+    }
   }
   if (p[1].Truthy()) rv = indention + rv;
   DF11_RETURN_IF_ERROR(in.CheckSize(rv.size()));

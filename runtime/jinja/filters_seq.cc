@@ -17,7 +17,9 @@ StatusOr<Value> GetPath(Interpreter& in, Value item, const Value& attribute) {
   if (!attribute.is_string()) return GetItem(in, item, attribute);
   for (const std::string& part : pystr::Split(attribute.str(), std::string("."), -1, false)) {
     bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    Value key = digits ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part);
+    // A huge index just misses, like Python's IndexError under the sandbox's getitem.
+    Value key = digits ? Value(part.size() > 18 ? INT64_MAX : static_cast<int64_t>(std::strtoll(part.c_str(), nullptr, 10)))
+                       : Value(part);
     DF11_ASSIGN_OR_RETURN(item, GetItem(in, item, key));
   }
   return item;
@@ -129,19 +131,38 @@ StatusOr<Value> MinMax(Interpreter& in, const Value& v, CallArgs& a, bool max, c
   return items[best];
 }
 
+// Width and precision up to 999, so one conversion fits FormatOne's buffers.
+bool SpecIsSmall(const std::string& spec) {
+  int run = 0;
+  for (char c : spec) {
+    run = (c >= '0' && c <= '9') ? run + 1 : 0;
+    if (run > 3) return false;
+  }
+  return spec.size() <= 12;
+}
+
 // One printf conversion of Python's `%` operator.
 StatusOr<std::string> FormatOne(const std::string& spec, char conv, const Value& arg) {
   if (conv == 's' || conv == 'r') {
     std::string s;
     DF11_RETURN_IF_ERROR(conv == 's' ? AppendStr(arg, &s) : AppendRepr(arg, &s));
     if (spec.empty()) return s;
-    if (!pystr::IsAscii(s)) return Unimplemented("width/precision in '%s' formatting of non-ASCII text");
-    char buf[4096];
-    std::snprintf(buf, sizeof(buf), ("%" + spec + "s").c_str(), s.c_str());
-    return std::string(buf);
+    // Flags other than '-' do not apply to strings; width/precision count code points.
+    const bool left = spec.find('-') != std::string::npos;
+    size_t dot = spec.find('.');
+    std::string width_text = spec.substr(0, dot), digits;
+    for (char c : width_text) {
+      if (c >= '0' && c <= '9') digits.push_back(c);
+      else digits.clear();
+    }
+    size_t width = digits.empty() ? 0 : std::strtoul(digits.c_str(), nullptr, 10);
+    std::u32string u = pystr::Decode(s);
+    if (dot != std::string::npos) u.resize(std::min(u.size(), static_cast<size_t>(std::strtoul(spec.c_str() + dot + 1, nullptr, 10))));
+    std::string body = pystr::Encode(u), pad(width > u.size() ? width - u.size() : 0, ' ');
+    return left ? body + pad : pad + body;
   }
   if (!arg.is_number()) return TypeError(std::string("%") + conv + " format: a real number is required, not " + arg.TypeName());
-  char buf[512];
+  char buf[4096];
   if (conv == 'd' || conv == 'i' || conv == 'u' || conv == 'x' || conv == 'X' || conv == 'o' || conv == 'c') {
     double d = arg.as_double();
     if (arg.is_float() && (!std::isfinite(d) || std::fabs(d) >= 9.2e18)) return Unimplemented("%d of a huge float");
@@ -369,7 +390,7 @@ StatusOr<std::string> PercentFormat(Interpreter& in, const std::string& f, const
       out.push_back('%');
       continue;
     }
-    if (spec.find('*') != std::string::npos || spec.size() > 8) return Unimplemented("format spec '%" + spec + "'");
+    if (spec.find('*') != std::string::npos || !SpecIsSmall(spec)) return Unimplemented("format spec '%" + spec + "'");
     if (std::string_view("srdiufFeEgGxXoca").find(conv) == std::string_view::npos || conv == 'a') {
       return InvalidArgument(std::string("ValueError: unsupported format character '") + conv + "'");
     }

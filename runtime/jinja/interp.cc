@@ -56,9 +56,9 @@ Status Interpreter::Step() {
 }
 
 Status Interpreter::CheckSize(size_t bytes) const {
-  if (static_cast<int64_t>(bytes) > options_.limits.max_string_bytes) {
-    return ResourceExhausted("template built a value of " + std::to_string(bytes) + " bytes (limit " +
-                             std::to_string(options_.limits.max_string_bytes) + ")");
+  if (bytes > static_cast<uint64_t>(options_.limits.max_string_bytes)) {
+    return ResourceExhausted("template built a value over the limit of " +
+                             std::to_string(options_.limits.max_string_bytes) + " bytes");
   }
   return Status::Ok();
 }
@@ -106,6 +106,17 @@ Status Interpreter::Exec(const Body& body) {
 
 Status Interpreter::ExecStmt(const Stmt& s) {
   DF11_RETURN_IF_ERROR(Step());
+  // Statements nest (if/for/macro bodies) and recurse through macros: bound the C++ stack.
+  if (++eval_depth_ > options_.limits.max_eval_depth) {
+    --eval_depth_;
+    return ResourceExhausted("template evaluation nested deeper than " + std::to_string(options_.limits.max_eval_depth));
+  }
+  Status st = ExecStmtImpl(s);
+  --eval_depth_;
+  return st;
+}
+
+Status Interpreter::ExecStmtImpl(const Stmt& s) {
   Status st;
   switch (s.kind) {
     case Stmt::Kind::kText:

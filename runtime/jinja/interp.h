@@ -21,6 +21,7 @@ struct RenderLimits {
   int64_t max_loop_iterations = 1000000;   // summed over all loops of one render
   int64_t max_steps = 20000000;            // expression/statement evaluations
   int max_call_depth = 64;                 // nested macro calls
+  int max_eval_depth = 1000;               // nested expression/statement evaluation (C++ stack)
 };
 
 struct RenderOptions {
@@ -53,6 +54,8 @@ class Interpreter {
   StatusOr<std::vector<Value>> Iterate(const Value& v);
   // Fails with RESOURCE_EXHAUSTED when a string/list of `bytes` would exceed the limits.
   Status CheckSize(size_t bytes) const;
+  size_t MaxStringBytes() const { return static_cast<size_t>(options_.limits.max_string_bytes); }
+  Status TooBig() const { return CheckSize(SIZE_MAX); }  // RESOURCE_EXHAUSTED
   // Registers a namespace so reference cycles through it are broken after rendering.
   Value NewNamespace(Dict attrs);
   std::tm Now() const;
@@ -68,6 +71,7 @@ class Interpreter {
 
   Status Exec(const Body& body);
   Status ExecStmt(const Stmt& s);
+  Status ExecStmtImpl(const Stmt& s);
   Status ExecIf(const Stmt& s);
   Status ExecFor(const Stmt& s);
   Status ExecSet(const Stmt& s);
@@ -104,6 +108,7 @@ class Interpreter {
   bool const_mode_ = false;         // replaying jinja2's compile-time folding (Expr::const_fold)
   const Expr* print_root_ = nullptr;  // expression of the {{ }} being evaluated
   int call_depth_ = 0;
+  int eval_depth_ = 0;
   int64_t steps_ = 0;
   int64_t iterations_ = 0;
   std::vector<std::shared_ptr<Namespace>> namespaces_;

@@ -107,6 +107,7 @@ class Dumper {
 
   Status Dump(const Value& v, int level) {
     if (level > kMaxJsonDepth) return InvalidArgument("ValueError: value nested too deeply for tojson");
+    if (out_->size() > o_.max_bytes) return ResourceExhausted("tojson output exceeds " + std::to_string(o_.max_bytes) + " bytes");
     switch (v.kind()) {
       case Value::Kind::kNone: out_->append("null"); return Status::Ok();
       case Value::Kind::kBool: out_->append(v.as_bool() ? "true" : "false"); return Status::Ok();

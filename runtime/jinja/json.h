@@ -22,6 +22,7 @@ struct JsonDumpOptions {
   std::optional<std::string> item_separator;  // default ", " (or "," with indent)
   std::optional<std::string> key_separator;   // default ": "
   bool sort_keys = false;
+  size_t max_bytes = SIZE_MAX;  // RESOURCE_EXHAUSTED once the output would exceed this
 };
 
 // Python json.dumps(v, ...) appended to *out. TypeError (INVALID_ARGUMENT) for values that are

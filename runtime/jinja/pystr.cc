@@ -361,14 +361,17 @@ std::vector<std::string> SplitLines(std::string_view s, bool keepends) {
   return lines;
 }
 
-std::string Replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count) {
+bool Replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count, size_t max_bytes,
+             std::string* out_ptr) {
+  std::string& out = *out_ptr;
+  out.clear();
   if (count < 0) count = INT64_MAX;
-  std::string out;
   if (old.empty()) {
     // Python inserts `repl` before every code point and at the end.
     size_t i = 0;
     while (i <= s.size()) {
       if (count-- > 0) out.append(repl);
+      if (out.size() > max_bytes) return false;
       if (i == s.size()) break;
       size_t e = NextCodePointEnd(s, i);
       if (count < 0) {
@@ -378,7 +381,7 @@ std::string Replace(std::string_view s, std::string_view old, std::string_view r
       out.append(s.substr(i, e - i));
       i = e;
     }
-    return out;
+    return out.size() <= max_bytes;
   }
   size_t pos = 0;
   while (count-- > 0) {
@@ -386,10 +389,11 @@ std::string Replace(std::string_view s, std::string_view old, std::string_view r
     if (hit == std::string_view::npos) break;
     out.append(s.substr(pos, hit - pos));
     out.append(repl);
+    if (out.size() > max_bytes) return false;
     pos = hit + old.size();
   }
   out.append(s.substr(pos));
-  return out;
+  return out.size() <= max_bytes;
 }
 
 int64_t Find(std::string_view s, std::string_view sub, bool reverse) {

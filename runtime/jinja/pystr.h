@@ -35,8 +35,10 @@ std::vector<std::string> Split(std::string_view s, const std::optional<std::stri
                                int64_t maxsplit, bool from_right);
 // str.splitlines(keepends).
 std::vector<std::string> SplitLines(std::string_view s, bool keepends);
-// str.replace(old, new, count); count < 0 replaces all.
-std::string Replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count);
+// str.replace(old, new, count); count < 0 replaces all. Returns false (output incomplete)
+// as soon as the result would exceed max_bytes.
+bool Replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count, size_t max_bytes,
+             std::string* out);
 // str.find: code-point index of the first occurrence at/after code point `start`, or -1.
 int64_t Find(std::string_view s, std::string_view sub, bool reverse);
 // str.count (non-overlapping).

@@ -181,7 +181,13 @@ TEST(JinjaLimitsTest, RunawayLoopsStop) {
 }
 
 TEST(JinjaLimitsTest, HugeStringsStop) {
-  StatusOr<std::string> r = Render("{{ 'x' * 100000000000 }}");
+  StatusOr<std::string> r = Render("{{ ('x' * 10000000)|replace('', 'yyyyyyyy') }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  r = Render("{{ range(100000)|list|tojson(indent=1000) }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  r = Render("{{ 'x' * 100000000000 }}");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
   r = Render("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}");
@@ -199,6 +205,16 @@ TEST(JinjaLimitsTest, OutputSizeIsCapped) {
 
 TEST(JinjaLimitsTest, MacroRecursionIsBounded) {
   StatusOr<std::string> r = Render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
+}
+
+TEST(JinjaLimitsTest, DeepRecursionThroughMacrosIsBounded) {
+  // Each call nests ~40 statements and ~120 expression levels; 64 calls would need a huge stack.
+  std::string expr = "n", ifs, endifs;
+  for (int i = 0; i < 40; ++i) expr = "(" + expr + ")";
+  for (int i = 0; i < 40; ++i) ifs += "{% if true %}", endifs += "{% endif %}";
+  StatusOr<std::string> r = Render("{% macro f(n) %}" + ifs + "{{ f(" + expr + " + 1) }}" + endifs + "{% endmacro %}{{ f(0) }}");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
 }
