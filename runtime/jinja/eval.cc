@@ -334,6 +334,9 @@ StatusOr<Value> Interpreter::Eval(const Expr& e) {
   }
   StatusOr<Value> v = EvalImpl(e);
   if (!v.ok()) return Locate(v.status(), e.line, e.col);
+  if (v->depth() > kMaxValueDepth) {
+    return Locate(ResourceExhausted("value nested deeper than " + std::to_string(kMaxValueDepth) + " levels"), e.line, e.col);
+  }
   return v;
 }
 

@@ -1,12 +1,25 @@
 // Value construction, Python equality/ordering and str()/repr() (see value.h).
 #include "runtime/jinja/value.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/jinja/pystr.h"
 
 namespace df11::jinja {
 namespace {
+
+uint16_t DepthOf(const std::vector<Value>& items) {
+  int d = 0;
+  for (const Value& v : items) d = std::max(d, v.depth());
+  return static_cast<uint16_t>(std::min(d + 1, 65535));
+}
+
+uint16_t DepthOf(const Dict& dict) {
+  int d = 0;
+  for (const auto& [k, v] : dict.entries()) d = std::max({d, k.depth(), v.depth()});
+  return static_cast<uint16_t>(std::min(d + 1, 65535));
+}
 
 const std::string& EmptyString() {
   static const std::string empty;
@@ -24,28 +37,30 @@ int CompareNumbers(const Value& a, const Value& b) {
   return x < y ? -1 : (x > y ? 1 : 0);
 }
 
-Status AppendSequence(const Value& v, std::string* out) {
+Status ReprImpl(const Value& v, std::string* out, int depth, std::vector<const Namespace*>* active);
+
+Status AppendSequence(const Value& v, std::string* out, int depth, std::vector<const Namespace*>* active) {
   bool tuple = v.is_tuple();
   out->push_back(tuple ? '(' : '[');
   const auto& items = v.items();
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out->append(", ");
-    DF11_RETURN_IF_ERROR(AppendRepr(items[i], out));
+    DF11_RETURN_IF_ERROR(ReprImpl(items[i], out, depth + 1, active));
   }
   if (tuple && items.size() == 1) out->push_back(',');
   out->push_back(tuple ? ')' : ']');
   return Status::Ok();
 }
 
-Status AppendDict(const Dict& d, std::string* out) {
+Status AppendDict(const Dict& d, std::string* out, int depth, std::vector<const Namespace*>* active) {
   out->push_back('{');
   bool first = true;
   for (const auto& [k, v] : d.entries()) {
     if (!first) out->append(", ");
     first = false;
-    DF11_RETURN_IF_ERROR(AppendRepr(k, out));
+    DF11_RETURN_IF_ERROR(ReprImpl(k, out, depth + 1, active));
     out->append(": ");
-    DF11_RETURN_IF_ERROR(AppendRepr(v, out));
+    DF11_RETURN_IF_ERROR(ReprImpl(v, out, depth + 1, active));
   }
   out->push_back('}');
   return Status::Ok();
@@ -76,6 +91,7 @@ Value Value::Markup(std::string s) {
 Value Value::List(std::vector<Value> items) {
   Value v;
   v.kind_ = Kind::kList;
+  v.depth_ = DepthOf(items);
   v.ptr_ = std::make_shared<std::vector<Value>>(std::move(items));
   return v;
 }
@@ -89,6 +105,7 @@ Value Value::Tuple(std::vector<Value> items) {
 Value Value::MakeDict(Dict d) {
   Value v;
   v.kind_ = Kind::kDict;
+  v.depth_ = DepthOf(d);
   v.ptr_ = std::make_shared<Dict>(std::move(d));
   return v;
 }
@@ -103,6 +120,7 @@ Value Value::MakeFunction(std::string name, NativeFn fn) {
 Value Value::MakeNamespace(std::shared_ptr<Namespace> ns) {
   Value v;
   v.kind_ = Kind::kNamespace;
+  v.depth_ = DepthOf(ns->attrs);
   v.ptr_ = std::move(ns);
   return v;
 }
@@ -110,6 +128,7 @@ Value Value::MakeNamespace(std::shared_ptr<Namespace> ns) {
 Value Value::MakeIterator(std::vector<Value> items, Status error) {
   Value v;
   v.kind_ = Kind::kIterator;
+  v.depth_ = DepthOf(items);
   v.ptr_ = std::make_shared<Iterator>(Iterator{std::move(items), 0, std::move(error)});
   return v;
 }
@@ -132,6 +151,7 @@ Value Value::MakeRange(int64_t start, int64_t stop, int64_t step, std::vector<Va
   Value v;
   v.kind_ = Kind::kView;
   v.view_ = View::kRange;
+  v.depth_ = 1;
   v.ptr_ = std::make_shared<RangeData>(RangeData{std::move(items), {start, stop, step}});
   return v;
 }
@@ -311,7 +331,10 @@ Status AppendStr(const Value& v, std::string* out) {
   }
 }
 
-Status AppendRepr(const Value& v, std::string* out) {
+namespace {
+
+Status ReprImpl(const Value& v, std::string* out, int depth, std::vector<const Namespace*>* active) {
+  if (depth > kMaxValueDepth) return ResourceExhausted("value nested too deeply to print");
   switch (v.kind()) {
     case Value::Kind::kUndefined: out->append("Undefined"); break;
     case Value::Kind::kNone: out->append("None"); break;
@@ -324,7 +347,7 @@ Status AppendRepr(const Value& v, std::string* out) {
       if (v.markup()) out->append(")");
       break;
     case Value::Kind::kList:
-    case Value::Kind::kTuple: return AppendSequence(v, out);
+    case Value::Kind::kTuple: return AppendSequence(v, out, depth, active);
     case Value::Kind::kView: {
       if (v.is_range()) {
         auto [start, stop, step] = v.range_bounds();
@@ -337,25 +360,42 @@ Status AppendRepr(const Value& v, std::string* out) {
       out->append("([");
       for (size_t i = 0; i < v.items().size(); ++i) {
         if (i) out->append(", ");
-        DF11_RETURN_IF_ERROR(AppendRepr(v.items()[i], out));
+        DF11_RETURN_IF_ERROR(ReprImpl(v.items()[i], out, depth + 1, active));
       }
       out->append("])");
       break;
     }
-    case Value::Kind::kDict: return AppendDict(v.dict(), out);
+    case Value::Kind::kDict: return AppendDict(v.dict(), out, depth, active);
     case Value::Kind::kLoop:
       out->append("<LoopContext " + std::to_string(v.loop().index0 + 1) + "/" + std::to_string(v.loop().length) + ">");
       break;
-    case Value::Kind::kNamespace:
+    case Value::Kind::kNamespace: {
+      // Namespaces are mutable and may contain themselves: print "{...}" like reprlib.
+      const Namespace* ns = &v.ns();
       out->append("<Namespace ");
-      DF11_RETURN_IF_ERROR(AppendDict(v.ns().attrs, out));
+      if (std::find(active->begin(), active->end(), ns) != active->end()) {
+        out->append("{...}");
+      } else {
+        active->push_back(ns);
+        Status st = AppendDict(ns->attrs, out, depth, active);
+        active->pop_back();
+        DF11_RETURN_IF_ERROR(st);
+      }
       out->append(">");
       break;
+    }
     default:
       return Unimplemented(std::string("printing a ") + v.TypeName() +
                            " object (Python would print its memory address)");
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status AppendRepr(const Value& v, std::string* out) {
+  std::vector<const Namespace*> active;
+  return ReprImpl(v, out, 0, &active);
 }
 
 StatusOr<std::string> ToStr(const Value& v) {

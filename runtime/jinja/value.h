@@ -128,6 +128,10 @@ class Value {
   // bool or int.
   bool is_integral() const { return kind_ == Kind::kBool || kind_ == Kind::kInt; }
   bool markup() const { return markup_; }
+  // Nesting depth of containers (0 for scalars), saturating at 65535. The interpreter rejects
+  // values nested deeper than kMaxValueDepth, which bounds recursion in printing, comparison
+  // and destruction.
+  int depth() const { return depth_; }
 
   bool as_bool() const { return b_; }
   // For bool/int: the integer value.
@@ -157,6 +161,7 @@ class Value {
   Kind kind_ = Kind::kUndefined;
   bool markup_ = false;
   View view_ = View::kNone;
+  uint16_t depth_ = 0;
   union {
     bool b_;
     int64_t i_ = 0;
@@ -164,6 +169,8 @@ class Value {
   };
   std::shared_ptr<void> ptr_;
 };
+
+inline constexpr int kMaxValueDepth = 600;  // above the 512 levels FromJson accepts
 
 // Python `a == b` (deep for containers; 1 == 1.0 == True; list != tuple).
 bool Equals(const Value& a, const Value& b);

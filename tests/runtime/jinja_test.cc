@@ -219,6 +219,18 @@ TEST(JinjaLimitsTest, DeepRecursionThroughMacrosIsBounded) {
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
 }
 
+TEST(JinjaLimitsTest, DeeplyNestedValuesAreRejected) {
+  // Without a bound, printing, comparing or even destroying such a value would overflow the stack.
+  StatusOr<std::string> r =
+      Render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
+  // Chains through namespaces are still printed safely.
+  r = Render("{% set ns = namespace() %}{% set ns.me = ns %}{% set ns.l = [ns, [ns]] %}{{ ns }}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "<Namespace {'me': <Namespace {...}>, 'l': [<Namespace {...}>, [<Namespace {...}>]]}>");
+}
+
 TEST(JinjaLimitsTest, NamespaceCyclesDoNotLeak) {
   // Under LeakSanitizer this would report the cycle ns -> ns.me -> ns if it were not broken.
   StatusOr<std::string> r = Render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me is defined }}");
