@@ -256,6 +256,73 @@ StatusOr<Value> EvalSlice(Interpreter& in, const Value& obj, const Expr& slice) 
   return obj.is_tuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
 }
 
+StatusOr<Value> EvalContainer(Interpreter& in, const Expr& e) {
+  if (e.kind == Expr::Kind::kDict) {
+    Dict d;
+    for (size_t i = 0; i + 1 < e.kids.size(); i += 2) {
+      DF11_ASSIGN_OR_RETURN(Value k, in.Eval(*e.kids[i]));
+      DF11_ASSIGN_OR_RETURN(Value v, in.Eval(*e.kids[i + 1]));
+      if (!IsHashable(k)) return TypeError(std::string("unhashable type: '") + k.TypeName() + "'");
+      d.Set(std::move(k), std::move(v));
+    }
+    return Value::MakeDict(std::move(d));
+  }
+  std::vector<Value> items;
+  for (const auto& k : e.kids) {
+    if (k->kind == Expr::Kind::kSlice) return Value::Undefined("slice used outside of a subscript");
+    DF11_ASSIGN_OR_RETURN(Value v, in.Eval(*k));
+    items.push_back(std::move(v));
+  }
+  return e.kind == Expr::Kind::kList ? Value::List(std::move(items)) : Value::Tuple(std::move(items));
+}
+
+StatusOr<Value> EvalGetItem(Interpreter& in, const Expr& e, bool const_mode) {
+  DF11_ASSIGN_OR_RETURN(Value obj, in.Eval(*e.kids[0]));
+  const Expr& key = *e.kids[1];
+  if (key.kind == Expr::Kind::kSlice) {
+    StatusOr<Value> v = EvalSlice(in, obj, key);
+    if (!v.ok() && const_mode && v.status().message().rfind("TypeError", 0) == 0) {
+      return Value::Undefined(v.status().message());  // compile-time folding uses getitem
+    }
+    return v;
+  }
+  DF11_ASSIGN_OR_RETURN(Value k, in.Eval(key));
+  return GetItem(in, obj, k);
+}
+
+StatusOr<Value> EvalSign(Interpreter& in, const Expr& e) {
+  DF11_ASSIGN_OR_RETURN(Value v, in.Eval(*e.kids[0]));
+  if (v.is_undefined()) return UndefinedError(v);
+  const char* op = e.kind == Expr::Kind::kNeg ? "-" : "+";
+  if (!v.is_number()) return TypeError(std::string("bad operand type for unary ") + op + ": '" + v.TypeName() + "'");
+  if (e.kind == Expr::Kind::kPos) return v.is_float() ? v : Value(v.as_int());
+  if (v.is_float()) return Value(-v.as_double());
+  if (v.as_int() == INT64_MIN) return Overflow();
+  return Value(-v.as_int());
+}
+
+StatusOr<Value> EvalConcat(Interpreter& in, const Expr& e) {
+  std::string out;
+  for (const auto& k : e.kids) {
+    DF11_ASSIGN_OR_RETURN(Value v, in.Eval(*k));
+    DF11_RETURN_IF_ERROR(AppendStr(v, &out));
+    DF11_RETURN_IF_ERROR(in.CheckSize(out.size()));
+  }
+  return Value(std::move(out));
+}
+
+// Chained comparison `a < b <= c`: operands are evaluated only as far as needed.
+StatusOr<Value> EvalCompare(Interpreter& in, const Expr& e) {
+  DF11_ASSIGN_OR_RETURN(Value left, in.Eval(*e.kids[0]));
+  for (size_t i = 0; i < e.ops.size(); ++i) {
+    DF11_ASSIGN_OR_RETURN(Value right, in.Eval(*e.kids[i + 1]));
+    DF11_ASSIGN_OR_RETURN(bool ok, CompareOp(in, e.ops[i], left, right));
+    if (!ok) return Value(false);
+    left = std::move(right);
+  }
+  return Value(true);
+}
+
 }  // namespace
 
 StatusOr<Value> BinaryOp(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
@@ -359,42 +426,13 @@ StatusOr<Value> Interpreter::EvalImpl(const Expr& e) {
       return v ? *v : Value::Undefined("'" + e.name + "' is undefined");
     }
     case Expr::Kind::kList:
-    case Expr::Kind::kTuple: {
-      std::vector<Value> items;
-      for (const auto& k : e.kids) {
-        if (k->kind == Expr::Kind::kSlice) return Value::Undefined("slice used outside of a subscript");
-        DF11_ASSIGN_OR_RETURN(Value v, Eval(*k));
-        items.push_back(std::move(v));
-      }
-      return e.kind == Expr::Kind::kList ? Value::List(std::move(items)) : Value::Tuple(std::move(items));
-    }
-    case Expr::Kind::kDict: {
-      Dict d;
-      for (size_t i = 0; i + 1 < e.kids.size(); i += 2) {
-        DF11_ASSIGN_OR_RETURN(Value k, Eval(*e.kids[i]));
-        DF11_ASSIGN_OR_RETURN(Value v, Eval(*e.kids[i + 1]));
-        if (!IsHashable(k)) return TypeError(std::string("unhashable type: '") + k.TypeName() + "'");
-        d.Set(std::move(k), std::move(v));
-      }
-      return Value::MakeDict(std::move(d));
-    }
+    case Expr::Kind::kTuple:
+    case Expr::Kind::kDict: return EvalContainer(in, e);
     case Expr::Kind::kGetAttr: {
       DF11_ASSIGN_OR_RETURN(Value obj, Eval(*e.kids[0]));
       return GetAttr(in, obj, e.name);
     }
-    case Expr::Kind::kGetItem: {
-      DF11_ASSIGN_OR_RETURN(Value obj, Eval(*e.kids[0]));
-      const Expr& key = *e.kids[1];
-      if (key.kind == Expr::Kind::kSlice) {
-        StatusOr<Value> v = EvalSlice(in, obj, key);
-        if (!v.ok() && const_mode_ && v.status().message().rfind("TypeError", 0) == 0) {
-          return Value::Undefined(v.status().message());
-        }
-        return v;
-      }
-      DF11_ASSIGN_OR_RETURN(Value k, Eval(key));
-      return GetItem(in, obj, k);
-    }
+    case Expr::Kind::kGetItem: return EvalGetItem(in, e, const_mode_);
     case Expr::Kind::kSlice: return Value::Undefined("slice used outside of a subscript");
     case Expr::Kind::kCall: {
       DF11_ASSIGN_OR_RETURN(Value callee, Eval(*e.kids[0]));
@@ -417,16 +455,7 @@ StatusOr<Value> Interpreter::EvalImpl(const Expr& e) {
       return Value(!v.Truthy());
     }
     case Expr::Kind::kNeg:
-    case Expr::Kind::kPos: {
-      DF11_ASSIGN_OR_RETURN(Value v, Eval(*e.kids[0]));
-      if (v.is_undefined()) return UndefinedError(v);
-      const char* op = e.kind == Expr::Kind::kNeg ? "-" : "+";
-      if (!v.is_number()) return TypeError(std::string("bad operand type for unary ") + op + ": '" + v.TypeName() + "'");
-      if (e.kind == Expr::Kind::kPos) return v.is_float() ? v : Value(v.as_int());
-      if (v.is_float()) return Value(-v.as_double());
-      if (v.as_int() == INT64_MIN) return Overflow();
-      return Value(-v.as_int());
-    }
+    case Expr::Kind::kPos: return EvalSign(in, e);
     case Expr::Kind::kBinary: {
       DF11_ASSIGN_OR_RETURN(Value a, Eval(*e.kids[0]));
       DF11_ASSIGN_OR_RETURN(Value b, Eval(*e.kids[1]));
@@ -438,25 +467,8 @@ StatusOr<Value> Interpreter::EvalImpl(const Expr& e) {
       if (a.Truthy() == (e.kind == Expr::Kind::kOr)) return a;
       return Eval(*e.kids[1]);
     }
-    case Expr::Kind::kConcat: {
-      std::string out;
-      for (const auto& k : e.kids) {
-        DF11_ASSIGN_OR_RETURN(Value v, Eval(*k));
-        DF11_RETURN_IF_ERROR(AppendStr(v, &out));
-        DF11_RETURN_IF_ERROR(CheckSize(out.size()));
-      }
-      return Value(std::move(out));
-    }
-    case Expr::Kind::kCompare: {
-      DF11_ASSIGN_OR_RETURN(Value left, Eval(*e.kids[0]));
-      for (size_t i = 0; i < e.ops.size(); ++i) {
-        DF11_ASSIGN_OR_RETURN(Value right, Eval(*e.kids[i + 1]));
-        DF11_ASSIGN_OR_RETURN(bool ok, CompareOp(in, e.ops[i], left, right));
-        if (!ok) return Value(false);
-        left = std::move(right);
-      }
-      return Value(true);
-    }
+    case Expr::Kind::kConcat: return EvalConcat(in, e);
+    case Expr::Kind::kCompare: return EvalCompare(in, e);
     case Expr::Kind::kCondExpr: {
       DF11_ASSIGN_OR_RETURN(Value test, Eval(*e.kids[1]));
       if (test.Truthy()) return Eval(*e.kids[0]);

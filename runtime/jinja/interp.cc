@@ -2,6 +2,7 @@
 // Expression evaluation lives in eval.cc.
 #include "runtime/jinja/interp.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "runtime/jinja/builtins.h"
@@ -319,6 +320,43 @@ Status Interpreter::ExecCallBlock(const Stmt& s) {
   return Output(result);
 }
 
+// Binds call arguments to a macro's parameters in `frame` (Python rules, plus jinja2's
+// varargs/kwargs/caller); `bound[i]` tells which parameters were given.
+static Status BindMacroArgs(const MacroDef& def, CallArgs& args, Frame* frame, std::vector<bool>* bound) {
+  const size_t n = def.params.size();
+  bound->assign(n, false);
+  std::vector<Value> varargs;
+  for (size_t i = 0; i < args.args.size(); ++i) {
+    if (i < n) {
+      frame->Set(def.params[i], args.args[i]);
+      (*bound)[i] = true;
+    } else if (def.uses_varargs) {
+      varargs.push_back(args.args[i]);
+    } else {
+      return TypeError("macro '" + def.name + "' takes not more than " + std::to_string(n) + " argument(s)");
+    }
+  }
+  Dict kwargs;
+  for (auto& [key, v] : args.kwargs) {
+    auto it = std::find(def.params.begin(), def.params.end(), key);
+    if (it != def.params.end()) {
+      size_t idx = static_cast<size_t>(it - def.params.begin());
+      if ((*bound)[idx]) return TypeError("macro '" + def.name + "' got multiple values for argument '" + key + "'");
+      frame->Set(key, v);
+      (*bound)[idx] = true;
+    } else if (key == "caller" && (def.uses_caller || def.name == "caller")) {
+      frame->Set("caller", v);
+    } else if (def.uses_kwargs) {
+      kwargs.Set(Value(key), v);
+    } else {
+      return TypeError("macro '" + def.name + "' takes no keyword argument '" + key + "'");
+    }
+  }
+  if (def.uses_varargs) frame->Set("varargs", Value::Tuple(std::move(varargs)));
+  if (def.uses_kwargs) frame->Set("kwargs", Value::MakeDict(std::move(kwargs)));
+  return Status::Ok();
+}
+
 StatusOr<Value> Interpreter::CallMacro(const std::shared_ptr<MacroDef>& def, const std::weak_ptr<Frame>& scope,
                                        CallArgs& args) {
   std::shared_ptr<Frame> parent = scope.lock();
@@ -327,60 +365,30 @@ StatusOr<Value> Interpreter::CallMacro(const std::shared_ptr<MacroDef>& def, con
     return ResourceExhausted("macro calls nested deeper than " + std::to_string(options_.limits.max_call_depth));
   }
   auto frame = NewFrame(parent, def->frame_undefined);
-  const size_t n = def->params.size();
-  std::vector<bool> bound(n, false);
-  std::vector<Value> varargs;
-  for (size_t i = 0; i < args.args.size(); ++i) {
-    if (i < n) {
-      frame->Set(def->params[i], args.args[i]);
-      bound[i] = true;
-    } else if (def->uses_varargs) {
-      varargs.push_back(args.args[i]);
-    } else {
-      return TypeError("macro '" + def->name + "' takes not more than " + std::to_string(n) + " argument(s)");
-    }
-  }
-  Dict kwargs;
-  for (auto& [key, v] : args.kwargs) {
-    size_t idx = n;
-    for (size_t i = 0; i < n; ++i) {
-      if (def->params[i] == key) idx = i;
-    }
-    if (idx < n) {
-      if (bound[idx]) return TypeError("macro '" + def->name + "' got multiple values for argument '" + key + "'");
-      frame->Set(key, v);
-      bound[idx] = true;
-    } else if (key == "caller" && (def->uses_caller || def->name == "caller")) {
-      frame->Set("caller", v);
-    } else if (def->uses_kwargs) {
-      kwargs.Set(Value(key), v);
-    } else {
-      return TypeError("macro '" + def->name + "' takes no keyword argument '" + key + "'");
-    }
-  }
-  if (def->uses_varargs) frame->Set("varargs", Value::Tuple(std::move(varargs)));
-  if (def->uses_kwargs) frame->Set("kwargs", Value::MakeDict(std::move(kwargs)));
+  std::vector<bool> bound;
+  DF11_RETURN_IF_ERROR(BindMacroArgs(*def, args, frame.get(), &bound));
   std::shared_ptr<Frame> saved_frame = frame_;
+  std::string* saved_out = out_;
+  std::string buf;
   frame_ = frame;
+  out_ = &buf;
   ++call_depth_;
+  // Missing parameters: defaults are evaluated in the macro's frame (they may use earlier ones).
   Status st;
-  const size_t first_default = n - def->defaults.size();
+  const size_t n = def->params.size(), first_default = n - def->defaults.size();
   for (size_t i = 0; i < n && st.ok(); ++i) {
     if (bound[i]) continue;
-    if (i >= first_default) {
-      StatusOr<Value> d = Eval(*def->defaults[i - first_default]);
-      if (d.ok()) frame->Set(def->params[i], *d); else st = d.status();
-    } else {
+    if (i < first_default) {
       frame->Set(def->params[i], Value::Undefined("parameter '" + def->params[i] + "' was not provided"));
+      continue;
     }
+    StatusOr<Value> d = Eval(*def->defaults[i - first_default]);
+    if (d.ok()) frame->Set(def->params[i], *d); else st = d.status();
   }
-  std::string buf;
-  std::string* saved_out = out_;
-  out_ = &buf;
   if (st.ok()) st = Exec(def->body);
-  out_ = saved_out;
   flow_ = Flow::kNormal;
   --call_depth_;
+  out_ = saved_out;
   frame_ = saved_frame;
   DF11_RETURN_IF_ERROR(st);
   return Value(std::move(buf));

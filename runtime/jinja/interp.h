@@ -30,6 +30,8 @@ struct RenderOptions {
   std::function<std::tm()> now;
 };
 
+// One scope of variables (template root, loop iteration, macro call, with/set/filter block).
+// Lookups walk to the parent; macros keep a weak reference to the frame they were defined in.
 struct Frame {
   std::shared_ptr<Frame> parent;
   std::vector<std::pair<std::string, Value>> vars;
@@ -40,11 +42,20 @@ struct Frame {
 
 class Interpreter {
  public:
-  // `vars` are the template's render variables (messages, add_generation_prompt, ...).
+  // `vars` (the template's render variables: messages, add_generation_prompt, ...) must
+  // outlive the interpreter.
   Interpreter(const Dict& vars, const RenderOptions& options);
   ~Interpreter();
 
+  // Renders a kRoot statement from ParseTemplate.
   StatusOr<std::string> Render(const Stmt& root);
+
+  // Evaluates an expression (eval.cc); errors carry the expression's line and column.
+  StatusOr<Value> Eval(const Expr& e);
+  // A variable: innermost frame first, then render variables, then globals; null if unknown.
+  const Value* Lookup(const std::string& name) const;
+  // Counts one evaluation step; RESOURCE_EXHAUSTED past RenderLimits::max_steps.
+  Status Step();
 
   // ---- services for builtins (filters, tests, methods, globals) ----
   // Calls a function value (builtin, bound method or macro).
@@ -90,22 +101,15 @@ class Interpreter {
   StatusOr<Value> CallMacro(const std::shared_ptr<MacroDef>& def, const std::weak_ptr<Frame>& scope,
                             CallArgs& args);
   Status Locate(Status s, int line, int col);
-
- public:
-  // Expression evaluation (eval.cc).
-  StatusOr<Value> Eval(const Expr& e);
   StatusOr<Value> EvalImpl(const Expr& e);
-  const Value* Lookup(const std::string& name) const;
-  Status Step();
 
- private:
   const Dict& vars_;
   RenderOptions options_;
   std::shared_ptr<Frame> frame_;
   std::string* out_ = nullptr;
   Flow flow_ = Flow::kNormal;
-  bool error_final_ = false;  // the propagating error already has its final message
-  bool const_mode_ = false;         // replaying jinja2's compile-time folding (Expr::const_fold)
+  bool error_final_ = false;          // the propagating error already has its final message
+  bool const_mode_ = false;           // replaying jinja2's compile-time folding (Expr::const_fold)
   const Expr* print_root_ = nullptr;  // expression of the {{ }} being evaluated
   int call_depth_ = 0;
   int eval_depth_ = 0;
@@ -114,8 +118,8 @@ class Interpreter {
   std::vector<std::shared_ptr<Namespace>> namespaces_;
 };
 
-// Python-style argument binding for builtins: fills `names` from positional then keyword
-// arguments; missing ones take `defaults` (aligned to the tail of `names`), else fail.
+// Python-style argument binding for builtins: fills `params` in order from positional, then
+// keyword arguments; unbound optional ones take their default; TypeError otherwise.
 struct Param {
   Param(const char* n) : name(n) {}  // NOLINT: required parameter
   Param(const char* n, bool req, Value d) : name(n), required(req), dflt(std::move(d)) {}
