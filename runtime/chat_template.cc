@@ -1,6 +1,7 @@
 // ChatTemplate: transformers' apply_chat_template variables on top of the Jinja engine.
 #include "runtime/chat_template.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -20,18 +21,47 @@ StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
 }
 
 // A special token in tokenizer_config.json: "text", {"content": "text", ...} or null.
-std::optional<std::string> TokenText(const nlohmann::json& config, const char* key) {
-  auto it = config.find(key);
-  if (it == config.end()) return std::nullopt;
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object()) {
-    auto c = it->find("content");
-    if (c != it->end() && c->is_string()) return c->get<std::string>();
+std::optional<std::string> TokenText(const nlohmann::json& token) {
+  if (token.is_string()) return token.get<std::string>();
+  if (token.is_object()) {
+    auto c = token.find("content");
+    if (c != token.end() && c->is_string()) return c->get<std::string>();
   }
   return std::nullopt;
 }
 
+// transformers' SPECIAL_TOKENS_ATTRIBUTES (additional_special_tokens handled separately).
+constexpr const char* kSpecialTokens[] = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                          "pad_token", "cls_token", "mask_token"};
+
+void SetSpecialTokens(const nlohmann::json& config, ChatTemplate* t) {
+  for (const char* name : kSpecialTokens) {
+    if (auto it = config.find(name); it != config.end()) t->set_special_token(name, TokenText(*it));
+  }
+  std::vector<std::string> additional;
+  if (auto it = config.find("additional_special_tokens"); it != config.end() && it->is_array()) {
+    for (const auto& token : *it) {
+      if (auto text = TokenText(token)) additional.push_back(*text);
+    }
+  }
+  t->set_additional_special_tokens(std::move(additional));
+}
+
 }  // namespace
+
+void ChatTemplate::set_special_token(const std::string& name, std::optional<std::string> text) {
+  auto it = std::find_if(special_tokens_.begin(), special_tokens_.end(), [&](const auto& e) { return e.first == name; });
+  if (it != special_tokens_.end()) special_tokens_.erase(it);
+  // transformers' special_tokens_map leaves out unset and empty tokens.
+  if (text && !text->empty()) special_tokens_.emplace_back(name, std::move(*text));
+}
+
+std::optional<std::string> ChatTemplate::special_token(const std::string& name) const {
+  for (const auto& [n, text] : special_tokens_) {
+    if (n == name) return text;
+  }
+  return std::nullopt;
+}
 
 StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
   DF11_ASSIGN_OR_RETURN(jinja::Template t, jinja::Template::Parse(source));
@@ -61,8 +91,11 @@ StatusOr<std::string> ChatTemplate::RenderValues(jinja::Value messages, bool add
   if (!extra_vars.is_dict()) return InvalidArgument("chat template variables must be a JSON object");
   // Same variables, in the same override order, as transformers' apply_chat_template.
   jinja::Dict vars;
-  if (bos_token_) vars.Set(jinja::Value("bos_token"), jinja::Value(*bos_token_));
-  if (eos_token_) vars.Set(jinja::Value("eos_token"), jinja::Value(*eos_token_));
+  for (const auto& [name, text] : special_tokens_) vars.Set(jinja::Value(name), jinja::Value(text));
+  if (!additional_special_tokens_.empty()) {
+    std::vector<jinja::Value> tokens(additional_special_tokens_.begin(), additional_special_tokens_.end());
+    vars.Set(jinja::Value("additional_special_tokens"), jinja::Value::List(std::move(tokens)));
+  }
   vars.Set(jinja::Value("tools"), jinja::Value::None());
   vars.Set(jinja::Value("documents"), jinja::Value::None());
   for (const auto& [k, v] : extra_vars.dict().entries()) vars.Set(k, v);
@@ -105,8 +138,7 @@ StatusOr<ChatTemplate> LoadChatTemplate(const std::string& model_dir, const std:
   if (!source) return NotFound(model_dir + ": no chat template named '" + name + "' (tokenizer_config.json or chat_template.jinja)");
   StatusOr<ChatTemplate> t = ChatTemplate::Parse(std::move(*source));
   if (!t.ok()) return t.status().WithContext(model_dir + " chat template");
-  t->set_bos_token(TokenText(config, "bos_token"));
-  t->set_eos_token(TokenText(config, "eos_token"));
+  SetSpecialTokens(config, &*t);
   return t;
 }
 

@@ -2,7 +2,9 @@
 // or chat_template.jinja) for a list of messages, byte-for-byte as Hugging Face transformers'
 // apply_chat_template(tokenize=False) does, using the Jinja engine in runtime/jinja/.
 //
-// Variables seen by the template, in override order: the tokenizer's bos_token/eos_token, then
+// Variables seen by the template, in override order: the tokenizer's special tokens (like
+// transformers' special_tokens_map: bos_token, eos_token, unk_token, sep_token, pad_token,
+// cls_token, mask_token, additional_special_tokens; unset or empty ones stay undefined), then
 // tools=None and documents=None, then `extra_vars` (enable_thinking, tools, date_string, ...),
 // then messages and add_generation_prompt.
 //
@@ -15,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/status.h"
 #include "runtime/jinja/template.h"
@@ -36,11 +40,15 @@ class ChatTemplate {
   StatusOr<std::string> Render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                const nlohmann::ordered_json& extra_vars = nlohmann::ordered_json::object()) const;
 
-  // Special tokens exposed to the template as bos_token / eos_token (unset: undefined).
-  void set_bos_token(std::optional<std::string> t) { bos_token_ = std::move(t); }
-  void set_eos_token(std::optional<std::string> t) { eos_token_ = std::move(t); }
-  const std::optional<std::string>& bos_token() const { return bos_token_; }
-  const std::optional<std::string>& eos_token() const { return eos_token_; }
+  // Special tokens exposed to the template by name ("bos_token", "pad_token", ...); nullopt or
+  // "" removes one. additional_special_tokens is a list (empty: undefined).
+  void set_special_token(const std::string& name, std::optional<std::string> text);
+  void set_additional_special_tokens(std::vector<std::string> tokens) { additional_special_tokens_ = std::move(tokens); }
+  std::optional<std::string> special_token(const std::string& name) const;
+  void set_bos_token(std::optional<std::string> t) { set_special_token("bos_token", std::move(t)); }
+  void set_eos_token(std::optional<std::string> t) { set_special_token("eos_token", std::move(t)); }
+  std::optional<std::string> bos_token() const { return special_token("bos_token"); }
+  std::optional<std::string> eos_token() const { return special_token("eos_token"); }
   const std::string& source() const { return source_; }
 
   // Clock for strftime_now() (tests inject a fixed time); default: local time now.
@@ -53,15 +61,16 @@ class ChatTemplate {
 
   std::string source_;
   jinja::Template template_;
-  std::optional<std::string> bos_token_, eos_token_;
+  std::vector<std::pair<std::string, std::string>> special_tokens_;  // name -> text, non-empty
+  std::vector<std::string> additional_special_tokens_;
   jinja::RenderOptions options_;
 };
 
 // Loads the chat template of a model directory as transformers does: chat_template.jinja if
 // present, else tokenizer_config.json "chat_template" (a string, or a list of
 // {"name", "template"} from which `name` is used; transformers picks "tool_use" when tools
-// are passed and the model has one). bos_token/eos_token come from tokenizer_config.json
-// (strings or {"content": ...} objects). NOT_FOUND if there is no such template.
+// are passed and the model has one). Special tokens come from tokenizer_config.json (strings
+// or {"content": ...} objects). NOT_FOUND if there is no such template.
 StatusOr<ChatTemplate> LoadChatTemplate(const std::string& model_dir, const std::string& name = "default");
 
 }  // namespace df11

@@ -5,9 +5,9 @@ tests/runtime/jinja_test.cc compare against byte for byte.
 It renders with Debian's python3-jinja2 in exactly the environment transformers builds in
 `_compile_jinja_template` (ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
 extensions=[AssistantTracker, loopcontrols]) plus its `tojson`, `raise_exception` and
-`strftime_now`), and calls
-the template the way `apply_chat_template` does: messages, tools (None when absent),
-documents=None, add_generation_prompt, the tokenizer's bos/eos tokens, then extra variables.
+`strftime_now`), and calls the template the way `apply_chat_template` does: the tokenizer's
+special_tokens_map, tools (None when absent), documents=None, extra variables, messages and
+add_generation_prompt.
 strftime_now uses a fixed clock (FIXED_NOW) so goldens are reproducible.
 
 Inputs (all under tests/fixtures/chat/): templates.json (which templates: a tokenizer in the
@@ -74,6 +74,22 @@ def token_text(value):
     return value
 
 
+SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+def special_tokens_map(config):
+    """transformers' tokenizer.special_tokens_map: set, non-empty special tokens as strings."""
+    tokens = {}
+    for name in SPECIAL_TOKENS:
+        text = token_text(config.get(name))
+        if text:
+            tokens[name] = text
+    additional = [token_text(t) for t in config.get("additional_special_tokens") or []]
+    if additional:
+        tokens["additional_special_tokens"] = additional
+    return tokens
+
+
 def load_tokenizer_template(directory):
     config_path = os.path.join(directory, "tokenizer_config.json")
     with open(config_path, encoding="utf-8") as f:
@@ -89,7 +105,7 @@ def load_tokenizer_template(directory):
             template = {t["name"]: t["template"] for t in template}.get("default")
     if template is None:
         sys.exit(f"{directory}: no chat template")
-    return template, token_text(config.get("bos_token")), token_text(config.get("eos_token"))
+    return template, special_tokens_map(config)
 
 
 def load_templates(tokenizer_dir):
@@ -104,7 +120,7 @@ def load_templates(tokenizer_dir):
             templates[name] = load_tokenizer_template(directory)
         else:
             with open(os.path.join(FIXTURES, spec["file"]), encoding="utf-8") as f:
-                templates[name] = (f.read(), spec.get("bos_token"), spec.get("eos_token"))
+                templates[name] = (f.read(), {k: spec[k] for k in SPECIAL_TOKENS if spec.get(k)})
     return templates
 
 
@@ -129,14 +145,10 @@ def chat_goldens(env, templates):
         "templates": {n: t[0] for n, t in templates.items()},  # sources, to detect a changed cache
         "renders": {},
     }
-    for name, (source, bos, eos) in templates.items():
+    for name, (source, special_tokens) in templates.items():
         for conv in conversations:
             # apply_chat_template: special tokens first, then tools/documents, then kwargs.
-            variables = {}
-            if bos is not None:
-                variables["bos_token"] = bos
-            if eos is not None:
-                variables["eos_token"] = eos
+            variables = dict(special_tokens)
             variables.update({"tools": None, "documents": None})
             variables.update(conv.get("vars", {}))
             variables["messages"] = conv["messages"]

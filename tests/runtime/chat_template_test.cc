@@ -143,6 +143,15 @@ TEST_F(LoadChatTemplateTest, StringTemplateAndTokenObjects) {
   EXPECT_EQ(*r, "<s>hi</s>");
 }
 
+TEST_F(LoadChatTemplateTest, SpecialTokensMapLikeTransformers) {
+  Write("tokenizer_config.json", R"({"chat_template": "{{ pad_token }}|{{ unk_token }}|{{ sep_token is defined }}|{{ additional_special_tokens }}",
+    "pad_token": {"content": "<pad>"}, "unk_token": "<unk>", "sep_token": "", "mask_token": null,
+    "additional_special_tokens": ["<a>", {"content": "<b>", "special": true}]})");
+  StatusOr<ChatTemplate> t = LoadChatTemplate(dir_.string());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->Render(nlohmann::json::array(), false).value(), "<pad>|<unk>|False|['<a>', '<b>']");
+}
+
 TEST_F(LoadChatTemplateTest, NamedTemplateListPicksDefault) {
   Write("tokenizer_config.json", R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}],
     "bos_token": null})");
