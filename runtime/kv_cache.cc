@@ -25,6 +25,11 @@ StatusOr<KvCache> KvCache::Create(const ModelConfig& config, int64_t num_blocks,
   return cache;
 }
 
+int64_t KvCache::BytesPerBlock(const ModelConfig& config, int64_t block_size, Device device) {
+  const int64_t element = device == Device::kCuda ? 2 : 4;
+  return 2 * config.num_layers * block_size * config.num_kv_heads * config.head_dim * element;
+}
+
 cpu::PagedKvLayer KvCache::Layer(int64_t layer) {
   return {k_[layer].data(),  v_[layer].data(),    shape_.num_blocks,
           shape_.block_size, shape_.num_kv_heads, shape_.head_dim};

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu_ops.h"
 #include "kernels/status.h"
+#include "runtime/device.h"
 #include "runtime/model_config.h"
 
 namespace df11 {
@@ -32,6 +33,9 @@ class KvCache {
   // Allocates num_blocks blocks of block_size positions for every layer of `config`.
   // INVALID_ARGUMENT for non-positive sizes, RESOURCE_EXHAUSTED when it would not fit in memory.
   static StatusOr<KvCache> Create(const ModelConfig& config, int64_t num_blocks, int64_t block_size);
+
+  // Bytes one block takes over all layers (K and V) on `device`: fp32 on the CPU, bf16 on CUDA.
+  static int64_t BytesPerBlock(const ModelConfig& config, int64_t block_size, Device device);
 
   const KvCacheShape& shape() const { return shape_; }
   // Blocks needed to hold `positions` positions.

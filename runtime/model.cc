@@ -3,6 +3,7 @@
 #include "runtime/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace df11 {
@@ -42,6 +43,7 @@ std::vector<float> RopeInvFreq(const RopeConfig& rope, int64_t head_dim) {
 
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
   if (options.device != Device::kCpu) return Unimplemented(dir + ": only the CPU device is implemented");
+  const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Model> model(new Model());
   model->options_ = options;
   DF11_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
@@ -61,6 +63,8 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const Model
   for (const Df11Unit& unit : model->checkpoint_->units())
     largest_unit = std::max(largest_unit, unit.layout.num_elements);
   model->scratch_ = UnitScratch(largest_unit);
+  model->FillLoadReport(largest_unit);
+  model->report_.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return model;
 }
 
@@ -107,6 +111,36 @@ Status Model::LoadLayer(int64_t layer, LayerWeights& w) {
   }
   DF11_ASSIGN_OR_RETURN(w.down, LocateLinear(ckpt, m + "down_proj.weight", c.hidden_size, inter));
   return Status::Ok();
+}
+
+// Bytes: DF11 units count their five tensors, plain tensors their file bytes; the BF16
+// equivalent counts every weight at 2 bytes per element (a tied model's lm_head copy once).
+void Model::FillLoadReport(uint64_t largest_unit_elements) {
+  LoadReport& r = report_;
+  r.device = options_.device;
+  r.df11 = checkpoint_->is_df11();
+  for (const Df11Unit& unit : checkpoint_->units()) {
+    const UnitView& v = unit.view;
+    r.weight_bytes += v.luts.size() + v.encoded_exponent.size() + v.sign_mantissa.size() +
+                      v.output_positions.size() + v.gaps.size();
+    r.bf16_weight_bytes += 2 * unit.layout.num_elements;
+  }
+  const TensorStore& store = checkpoint_->store();
+  for (const std::string& name : store.Names()) {
+    const TensorStore::Entry e = store.Find(name);
+    bool in_unit = false;
+    for (const Df11Unit& unit : checkpoint_->units()) {
+      const UnitView& v = unit.view;
+      const uint8_t* p = store.Data(e).data();
+      for (const auto& span : {v.luts, v.encoded_exponent, v.sign_mantissa, v.output_positions, v.gaps})
+        in_unit = in_unit || (span.data() == p && !span.empty());
+      if (in_unit) break;
+    }
+    if (in_unit) continue;
+    r.weight_bytes += store.Data(e).size();
+    r.bf16_weight_bytes += store.Data(e).size();
+  }
+  r.scratch_bytes = 2 * largest_unit_elements;
 }
 
 // Embedding, final norm and lm_head. A tied model uses its lm_head unit when the checkpoint has

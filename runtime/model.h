@@ -16,12 +16,11 @@
 
 #include "kernels/status.h"
 #include "runtime/checkpoint.h"
+#include "runtime/device.h"
 #include "runtime/kv_cache.h"
 #include "runtime/weights.h"
 
 namespace df11 {
-
-enum class Device { kCpu };
 
 struct ModelOptions {
   Device device = Device::kCpu;
@@ -43,8 +42,20 @@ struct StepInput {
 
 struct StepOutput {
   int64_t vocab_size = 0;
+  double step_seconds = 0;        // wall time of the whole step (GPU: until logits are on the host)
+  double decompress_seconds = 0;  // of which DF11 decoding (units and embedding rows)
   std::vector<float> logits;                      // [rows.size(), vocab_size] fp32
   std::vector<std::pair<int64_t, int64_t>> rows;  // per logits row: (sequence, index into tokens)
+};
+
+// What loading did, for logs and metrics. Bytes are device bytes of the model's device.
+struct LoadReport {
+  Device device = Device::kCpu;
+  bool df11 = false;
+  uint64_t weight_bytes = 0;       // resident weights: compressed units + plain tensors (+ norms)
+  uint64_t bf16_weight_bytes = 0;  // the same weights as BF16
+  uint64_t scratch_bytes = 0;      // decode scratch (one unit's BF16 size) + step workspace
+  double load_seconds = 0;
 };
 
 class Model {
@@ -55,6 +66,7 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const Checkpoint& checkpoint() const { return *checkpoint_; }
+  const LoadReport& load_report() const { return report_; }
 
   // Runs one forward step. Validates first and touches nothing on error:
   //   INVALID_ARGUMENT: no sequences / no tokens, token id outside [0, vocab), negative
@@ -80,6 +92,7 @@ class Model {
   Model() = default;
   Status LoadLayer(int64_t layer, LayerWeights& out);
   Status LoadHeads();
+  void FillLoadReport(uint64_t largest_unit_elements);
 
   Status Validate(const StepInput& input) const;
   Status Embed(const std::vector<int32_t>& tokens, float* hidden);
@@ -97,6 +110,7 @@ class Model {
   LinearWeight lm_head_;    // [vocab, hidden]; the lm_head unit/tensor, or the embedding when tied
   RopeKind rope_global_, rope_local_;
   UnitScratch scratch_;
+  LoadReport report_;
 };
 
 // Inverse rotary frequencies [rotary_dim / 2] computed in fp32 exactly as transformers'
