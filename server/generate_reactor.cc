@@ -1,0 +1,207 @@
+// Generate: one write in flight per stream, engine events queued by a non-blocking sink.
+#include "server/generate_reactor.h"
+
+#include <deque>
+#include <mutex>
+
+#include "server/request_log.h"
+
+namespace df11::server {
+namespace {
+
+class GenerateReactor;
+
+// Shared between the reactor (gRPC threads) and the engine's sink (engine thread).
+struct StreamState {
+  std::mutex mu;
+  GenerateReactor* reactor = nullptr;  // valid while !finish_called (see Pump)
+  std::deque<pb::GenerateResponse> queue;
+  bool write_in_flight = false;
+  bool finish_called = false;
+  std::optional<grpc::Status> finish_status;  // set once: the status the call will end with
+  RequestLine log;                            // completed by the final event
+};
+
+class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
+ public:
+  GenerateReactor(ServiceContext& ctx, grpc::CallbackServerContext* call) : ctx_(ctx), call_(call) {
+    state_ = std::make_shared<StreamState>();
+    state_->reactor = this;
+    state_->log.peer = call->peer();
+  }
+
+  void Start(const pb::GenerateRequest& request) {
+    grpc::Status rejected = Submit(request);
+    if (!rejected.ok()) EndWith(state_, rejected);
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->write_in_flight = false;
+      if (!ok) {
+        state_->queue.clear();
+        if (!state_->finish_status) state_->finish_status = grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      }
+    }
+    if (!ok) CancelEngineRequest();
+    Pump(state_);
+  }
+
+  void OnCancel() override {
+    CancelEngineRequest();
+    EndWith(state_, grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client or its deadline"));
+  }
+
+  void OnDone() override {
+    RequestLine line;
+    grpc::Status status;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->reactor = nullptr;
+      line = state_->log;
+      status = state_->finish_status.value_or(grpc::Status::OK);
+    }
+    line.code = status.error_code();
+    line.message = status.error_message();
+    LogRequest(line);
+    RecordRpc(ctx_, "Generate", status.error_code());
+    delete this;
+  }
+
+  // Engine thread: queue the event's message; the final event also fixes the call's status.
+  static void OnEvent(const std::shared_ptr<StreamState>& state, RequestEvent&& event) {
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (state->finish_called || state->finish_status) return;
+      if (!event.finished || event.finish_reason == FinishReason::kStop || event.finish_reason == FinishReason::kLength ||
+          event.finish_reason == FinishReason::kEos) {
+        state->queue.emplace_back();
+        FillResponse(event, state->log.client_request_id.empty() ? std::to_string(event.id) : state->log.client_request_id,
+                     &state->queue.back());
+      }
+      if (event.finished) {
+        state->finish_status = FinalStatus(event);
+        state->log.finish_reason = event.finish_reason;
+        state->log.usage = event.usage;
+        state->log.timings = event.timings;
+      }
+    }
+    Pump(state);
+  }
+
+ private:
+  grpc::Status Submit(const pb::GenerateRequest& request) {
+    auto auth = ctx_.keys->Check(call_->client_metadata(), /*admin=*/false);
+    state_->log.model = request.model();
+    state_->log.client_request_id = request.request_id().substr(0, kMaxRequestIdBytes);
+    if (!auth.ok()) {
+      RecordRejected(ctx_, request.model(), "unauthenticated");
+      return ToGrpc(auth);
+    }
+    if (ctx_.draining.load()) return Retryable(Unavailable("server is draining; retry on another replica"));
+    auto translated = TranslateGenerateRequest(request);
+    if (!translated.ok()) return Rejected(request.model(), translated.status());
+    GenerateRequest engine_request = std::move(translated).value();
+    auto sources = ctx_.resources->Get(request.model());
+    if (!sources.ok()) return Rejected(request.model(), sources.status());
+    auto prompt = BuildPrompt(request, *sources);
+    if (!prompt.ok()) return Rejected(request.model(), prompt.status());
+    engine_request.prompt_tokens = std::move(prompt).value();
+    engine_request.deadline = EngineDeadline(*call_);
+    state_->log.usage.prompt_tokens = static_cast<int64_t>(engine_request.prompt_tokens.size());
+
+    std::shared_ptr<StreamState> state = state_;
+    auto id = ctx_.engine->Submit(std::move(engine_request),
+                                  [state](RequestEvent&& event) { OnEvent(state, std::move(event)); });
+    if (!id.ok()) return Rejected(request.model(), id.status());
+    bool cancelled_meanwhile;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      request_id_ = *id;
+      state_->log.id = *id;
+      cancelled_meanwhile = state_->finish_status.has_value();
+    }
+    if (cancelled_meanwhile) ctx_.engine->Cancel(*id);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Rejected(const std::string& model, const Status& status) {
+    const char* reason = status.code() == StatusCode::kResourceExhausted ? "queue_full"
+                         : status.message().find("long") != std::string::npos ? "too_long"
+                         : status.code() == StatusCode::kInvalidArgument ? "invalid"
+                                                                          : "other";
+    if (status.code() != StatusCode::kNotFound) RecordRejected(ctx_, model, reason);
+    return Retryable(status);
+  }
+
+  grpc::Status Retryable(const Status& status) {
+    int retry_ms = RetryAfterMs(status);
+    if (retry_ms > 0) call_->AddTrailingMetadata("retry-after-ms", std::to_string(retry_ms));
+    return ToGrpc(status);
+  }
+
+  void CancelEngineRequest() {
+    std::optional<RequestId> id;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      id = request_id_;
+    }
+    if (id) ctx_.engine->Cancel(*id);
+  }
+
+  static void EndWith(const std::shared_ptr<StreamState>& state, grpc::Status status) {
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (!state->finish_status) state->finish_status = std::move(status);
+    }
+    Pump(state);
+  }
+
+  // Starts the next write, or finishes the call once the queue is empty and the status is known.
+  // The action is chosen under the mutex; the reactor stays alive while a write is in flight or
+  // until Finish is called, and only the thread that claimed the action performs it.
+  static void Pump(const std::shared_ptr<StreamState>& state) {
+    GenerateReactor* reactor = nullptr;
+    bool finish = false;
+    grpc::Status status;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (state->reactor == nullptr || state->finish_called || state->write_in_flight) return;
+      reactor = state->reactor;
+      if (!state->queue.empty()) {
+        reactor->current_ = std::move(state->queue.front());
+        state->queue.pop_front();
+        state->write_in_flight = true;
+      } else if (state->finish_status) {
+        state->finish_called = true;
+        finish = true;
+        status = *state->finish_status;
+      } else {
+        return;
+      }
+    }
+    if (finish) {
+      reactor->Finish(status);
+    } else {
+      reactor->StartWrite(&reactor->current_);
+    }
+  }
+
+  ServiceContext& ctx_;
+  grpc::CallbackServerContext* call_;
+  std::shared_ptr<StreamState> state_;
+  std::optional<RequestId> request_id_;  // guarded by state_->mu
+  pb::GenerateResponse current_;         // the message being written
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<pb::GenerateResponse>* StartGenerate(ServiceContext& ctx, grpc::CallbackServerContext* call,
+                                                              const pb::GenerateRequest* request) {
+  auto* reactor = new GenerateReactor(ctx, call);
+  reactor->Start(*request);
+  return reactor;
+}
+
+}  // namespace df11::server

@@ -1,0 +1,87 @@
+// df11d: the df11-serve daemon. Flags/env/config file -> engine + metrics + gRPC server; loads the
+// configured models (health SERVING once all are warm); SIGTERM/SIGINT drains and exits 0.
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "server/config.h"
+#include "server/metrics.h"
+#include "server/request_log.h"
+#include "server/server.h"
+
+namespace {
+
+// Blocks SIGTERM/SIGINT in every thread (call before any thread starts); WaitForSignal takes them.
+sigset_t BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int Fail(const df11::Status& status) {
+  df11::server::LogEvent("error", "startup_failed", {{"error", status.ToString()}});
+  std::fprintf(stderr, "df11d: %s\n", status.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace df11;
+  using namespace df11::server;
+  ServerConfig config;
+  CLI::App app{"df11d: serves DFloat11-compressed LLMs over gRPC (df11.v1, see docs/api.md).\n"
+               "Every flag can also be set by the environment variable DF11D_<FLAG> (dashes as underscores)."};
+  AddServerFlags(app, config);
+  app.set_version_flag("--version", "df11d 0.1.0");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (Status s = FinishConfig(config); !s.ok()) {
+    std::fprintf(stderr, "df11d: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  sigset_t stop_signals = BlockStopSignals();
+  InitLogging(config.log_format, config.log_level);
+
+  std::unique_ptr<Metrics> metrics;
+  if (!config.metrics_address.empty()) {
+    auto started = Metrics::Start(config.metrics_address);
+    if (!started.ok()) return Fail(started.status());
+    metrics = std::move(started).value();
+    LogEvent("info", "metrics_listening", {{"address", config.metrics_address}, {"port", std::to_string(metrics->port())}});
+  }
+  auto engine = Engine::Create(config.engine, metrics ? metrics->Observer() : EngineObserver{});
+  if (!engine.ok()) return Fail(engine.status());
+  if (metrics) metrics->AttachEngine(engine->get());
+  auto server = Server::Start(config, engine->get(), metrics.get());
+  if (!server.ok()) return Fail(server.status());
+
+  // Models load on their own thread so that a signal during startup still drains promptly.
+  std::thread loader([&] {
+    for (const auto& spec : config.models) {
+      if ((*server)->context().draining.load()) return;
+      if (Status s = LoadAndWarm((*server)->context(), spec, config.warmup_tokens); !s.ok()) {
+        LogEvent("error", "startup_model_failed", {{"model", spec.name}, {"error", s.ToString()}});
+      }
+    }
+    (*server)->SetStartupDone();
+    LogEvent("info", "serving", {{"models", std::to_string(config.models.size())}});
+  });
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  LogEvent("info", "signal", {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  (*server)->Drain(std::chrono::duration<double>(config.drain_grace_seconds));
+  loader.join();
+  server->reset();
+  if (metrics) metrics->AttachEngine(nullptr);
+  engine->reset();
+  LogEvent("info", "exit");
+  return 0;
+}
