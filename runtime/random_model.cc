@@ -94,8 +94,12 @@ std::vector<std::string> RandomModelPresets() {
 }
 
 Status WriteRandomModel(const std::string& preset, const std::string& dir, const RandomModelOptions& options) {
-  const json config = Preset(preset);
+  json config = Preset(preset);
   if (config.is_null()) return NotFound("unknown random-model preset '" + preset + "'");
+  if (options.vocab_size > 0) {
+    json& target = config.contains("text_config") ? config["text_config"] : config;
+    target["vocab_size"] = options.vocab_size;
+  }
   DF11_ASSIGN_OR_RETURN(ModelConfig mc, ParseModelConfig(config, preset));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

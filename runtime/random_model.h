@@ -21,6 +21,7 @@ struct RandomModelOptions {
   uint32_t seed = 1;
   int shards = 1;          // > 1: model-0000K-of-0000N.safetensors + model.safetensors.index.json
   float stddev = 0.02f;
+  int64_t vocab_size = 0;  // > 0: replaces the preset's vocab_size (e.g. to match a test tokenizer)
 };
 
 // Writes config.json and safetensors for `preset` into `dir` (created). NOT_FOUND for an
