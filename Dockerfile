@@ -63,7 +63,8 @@ FROM ${CUDA_RUNTIME_IMAGE} AS run-cuda
 ENV DF11D_DEVICE=cuda
 
 FROM ${DEBIAN_SLIM_IMAGE} AS run-cpu
-ENV DF11D_DEVICE=cpu
+# The CPU backend needs an explicit KV-cache budget (1 GiB here; override with -e).
+ENV DF11D_DEVICE=cpu DF11D_KV_MEMORY_BYTES=1073741824
 
 FROM run-${VARIANT}
 COPY --from=build /out/runtime-packages.txt /tmp/runtime-packages.txt

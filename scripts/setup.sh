@@ -12,7 +12,7 @@ packages=(
   libspdlog-dev prometheus-cpp-dev
   clang libclang-rt-14-dev
   python3 python3-jinja2 python3-grpcio python3-yaml
-  prometheus podman buildah debootstrap
+  prometheus podman buildah debootstrap curl
 )
 # npm fetches test fixtures; a Node.js that already ships npm (e.g. NodeSource's) conflicts with
 # Debian's npm package, so install Debian's only when no npm is on the PATH.
