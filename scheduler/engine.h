@@ -205,6 +205,11 @@ class Engine {
   void Drain();
   // Number of requests not yet finished.
   int64_t InFlight() const;
+
+ private:
+  struct Impl;  // engine.cc
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace df11

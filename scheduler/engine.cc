@@ -1,0 +1,295 @@
+// Engine API on the callers' threads (see engine.h): options, model loading and KV sizing,
+// request validation and queueing. The engine thread itself is in engine_loop.cc.
+#include "scheduler/engine.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "scheduler/engine_impl.h"
+
+namespace df11 {
+namespace {
+
+std::string Field(const std::string& name, size_t index) { return name + "[" + std::to_string(index) + "]"; }
+
+// KV bytes for all models together. CPU: kv_memory_bytes, or kDefaultCpuKvBytes when unset.
+// TODO(cuda): when kv_memory_bytes is 0, take cudaMemGetInfo's free bytes after the weights and
+// scratch are resident, times kv_memory_fraction (the CUDA Model backend is not wired here yet).
+StatusOr<int64_t> KvBudgetBytes(const EngineOptions& o) {
+  if (o.kv_memory_bytes > 0) return o.kv_memory_bytes;
+  if (o.device == Device::kCpu) return kDefaultCpuKvBytes;
+  return FailedPrecondition("EngineOptions.kv_memory_bytes must be set for device cuda (the free-memory query "
+                            "is not implemented yet)");
+}
+
+Status ValidateOptions(const EngineOptions& o) {
+  if (o.max_batched_tokens < 1) return InvalidArgument("EngineOptions.max_batched_tokens must be >= 1");
+  if (o.max_seqs < 1) return InvalidArgument("EngineOptions.max_seqs must be >= 1");
+  if (o.block_size < 1 || o.block_size > 1024) return InvalidArgument("EngineOptions.block_size must be in [1, 1024]");
+  if (o.kv_memory_bytes < 0) return InvalidArgument("EngineOptions.kv_memory_bytes must be >= 0");
+  if (!(o.kv_memory_fraction > 0 && o.kv_memory_fraction <= 1)) {
+    return InvalidArgument("EngineOptions.kv_memory_fraction must be in (0, 1]");
+  }
+  if (o.max_waiting < 1) return InvalidArgument("EngineOptions.max_waiting must be >= 1");
+  if (o.threads < 0) return InvalidArgument("EngineOptions.threads must be >= 0");
+  return Status::Ok();
+}
+
+Status ValidateSpec(const ModelSpec& s) {
+  if (s.name.empty()) return InvalidArgument("ModelSpec.name must not be empty");
+  if (!(s.kv_share > 0)) return InvalidArgument(s.name + ": ModelSpec.kv_share must be > 0");
+  if (!(s.weight > 0)) return InvalidArgument(s.name + ": ModelSpec.weight must be > 0");
+  if (s.kv_min_blocks < 0) return InvalidArgument(s.name + ": ModelSpec.kv_min_blocks must be >= 0");
+  if (s.max_seqs < 0) return InvalidArgument(s.name + ": ModelSpec.max_seqs must be >= 0");
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kDeadline: return "deadline";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, EngineObserver observer) {
+  DF11_RETURN_IF_ERROR(ValidateOptions(options));
+  DF11_ASSIGN_OR_RETURN(int64_t budget, KvBudgetBytes(options));
+  std::unique_ptr<Engine> engine(new Engine(std::make_unique<Impl>(options, std::move(observer), budget)));
+  Impl* impl = engine->impl_.get();
+  impl->thread = std::thread([impl] { impl->Run(); });
+  return engine;
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->wake.notify_all();
+  impl_->thread.join();
+}
+
+void Engine::Impl::Post(EngineCommand command) {
+  {
+    std::lock_guard lock(mu);
+    inbox.push_back(std::move(command));
+  }
+  wake.notify_all();
+}
+
+StatusOr<std::map<std::string, int64_t>> Engine::Impl::KvTargets(const std::vector<const RegisteredModel*>& list) const {
+  std::vector<KvDemand> demands;
+  for (const RegisteredModel* m : list) demands.push_back(m->kv);
+  DF11_ASSIGN_OR_RETURN(std::vector<int64_t> blocks, SplitKvBudget(kv_budget_bytes, demands));
+  std::map<std::string, int64_t> targets;
+  for (size_t i = 0; i < list.size(); ++i) targets[list[i]->spec.name] = blocks[i];
+  return targets;
+}
+
+Status Engine::LoadModel(const ModelSpec& spec) {
+  DF11_RETURN_IF_ERROR(ValidateSpec(spec));
+  std::lock_guard load_lock(impl_->load_mu);
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->models.contains(spec.name)) return Status(StatusCode::kAlreadyExists, "model '" + spec.name + "' is already loaded");
+  }
+  const EngineOptions& o = impl_->options;
+  ModelOptions model_options;
+  model_options.device = o.device;
+  model_options.threads = o.threads;
+  // TODO(cuda): share one decode scratch between the engine's models (ModelOptions::scratch).
+  DF11_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(spec.path, model_options));
+  std::shared_ptr<const Tokenizer> tokenizer;
+  if (std::filesystem::exists(spec.path + "/tokenizer.json")) {
+    DF11_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::Load(spec.path));
+    tokenizer = std::move(tok);
+  }
+  const ModelConfig& config = model->config();
+  const LoadReport& report = model->load_report();
+
+  RegisteredModel reg;
+  reg.spec = spec;
+  reg.tokenizer = tokenizer;
+  reg.info = {spec.name, spec.path, config.architecture, ModelState::kReady, config.max_position_embeddings,
+              config.vocab_size, report.df11, report.weight_bytes, report.bf16_weight_bytes, report.scratch_bytes,
+              0, 0, report.load_seconds};
+  reg.kv = {spec.name, KvCache::BytesPerBlock(config, o.block_size, o.device),
+            spec.kv_min_blocks > 0 ? spec.kv_min_blocks : (config.max_position_embeddings + o.block_size - 1) / o.block_size,
+            spec.kv_share};
+
+  std::lock_guard lock(impl_->mu);
+  // Weights: all models' resident weights plus the largest scratch (shared) within max_model_bytes.
+  if (o.max_model_bytes > 0) {
+    uint64_t weights = report.weight_bytes, scratch = report.scratch_bytes;
+    for (const auto& [name, m] : impl_->models) {
+      weights += m.info.weight_bytes;
+      scratch = std::max(scratch, m.info.scratch_bytes);
+    }
+    if (weights + scratch > static_cast<uint64_t>(o.max_model_bytes)) {
+      return ResourceExhausted("model '" + spec.name + "' does not fit: weights " + std::to_string(weights) +
+                               " + scratch " + std::to_string(scratch) + " bytes > max_model_bytes " +
+                               std::to_string(o.max_model_bytes));
+    }
+  }
+  std::vector<const RegisteredModel*> all{&reg};
+  for (const auto& [name, m] : impl_->models) all.push_back(&m);
+  StatusOr<std::map<std::string, int64_t>> targets = impl_->KvTargets(all);
+  if (!targets.ok()) return Status(targets.status().code(), "model '" + spec.name + "': " + targets.status().message());
+  for (auto& [name, m] : impl_->models) m.kv_target_blocks = targets->at(name);
+  reg.kv_target_blocks = targets->at(spec.name);
+  reg.info.kv_blocks_total = reg.kv_target_blocks;
+  reg.info.kv_bytes = static_cast<uint64_t>(reg.kv_target_blocks * reg.kv.bytes_per_block);
+
+  SlotOptions slot_options{o.device, o.max_batched_tokens, o.max_seqs, o.block_size, o.prefix_caching};
+  EngineCommand add;
+  add.kind = EngineCommand::Kind::kAddModel;
+  add.slot = std::make_unique<ModelSlot>(spec, std::move(model), tokenizer, slot_options, impl_->counters, impl_->observer);
+  add.kv_targets = *targets;
+  impl_->models.emplace(spec.name, std::move(reg));
+  impl_->inbox.push_back(std::move(add));
+  impl_->wake.notify_all();
+  return Status::Ok();
+}
+
+Status Engine::UnloadModel(const std::string& name) {
+  std::lock_guard load_lock(impl_->load_mu);
+  EngineCommand remove;
+  remove.kind = EngineCommand::Kind::kRemoveModel;
+  remove.model = name;
+  remove.done = std::make_shared<std::promise<void>>();
+  std::future<void> done = remove.done->get_future();
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->models.find(name);
+    if (it == impl_->models.end()) return NotFound("model '" + name + "' is not loaded");
+    it->second.info.state = ModelState::kUnloading;
+    std::vector<const RegisteredModel*> rest;
+    for (const auto& [n, m] : impl_->models) {
+      if (n != name) rest.push_back(&m);
+    }
+    StatusOr<std::map<std::string, int64_t>> targets = impl_->KvTargets(rest);
+    if (targets.ok()) remove.kv_targets = *targets;  // fewer models always fit
+  }
+  impl_->Post(std::move(remove));
+  done.wait();
+  std::lock_guard lock(impl_->mu);
+  impl_->models.erase(name);
+  for (auto& [n, m] : impl_->models) {
+    auto it = remove.kv_targets.find(n);
+    if (it != remove.kv_targets.end()) m.kv_target_blocks = it->second;
+  }
+  return Status::Ok();
+}
+
+Status Engine::Impl::Validate(const GenerateRequest& r, const RegisteredModel& m) const {
+  const int64_t vocab = m.info.vocab_size;
+  const int64_t n = static_cast<int64_t>(r.prompt_tokens.size());
+  if (n == 0) return InvalidArgument("prompt_tokens is empty");
+  for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
+    if (r.prompt_tokens[i] < 0 || r.prompt_tokens[i] >= vocab) {
+      return InvalidArgument(Field("prompt_tokens", i) + " = " + std::to_string(r.prompt_tokens[i]) +
+                             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    }
+  }
+  if (n + 1 > m.info.max_positions) {
+    return InvalidArgument("prompt of " + std::to_string(n) + " tokens leaves no room to generate: model '" +
+                           m.spec.name + "' has " + std::to_string(m.info.max_positions) + " positions");
+  }
+  if (n + 1 > m.kv_target_blocks * options.block_size) {
+    return InvalidArgument("prompt of " + std::to_string(n) + " tokens does not fit model '" + m.spec.name +
+                           "''s KV cache of " + std::to_string(m.kv_target_blocks * options.block_size) + " positions");
+  }
+  if (r.max_tokens < 1) return InvalidArgument("max_tokens must be >= 1, got " + std::to_string(r.max_tokens));
+  DF11_RETURN_IF_ERROR(ValidateSamplingParams(r.sampling));
+  if (r.sampling.top_logprobs < 0 || r.sampling.top_logprobs > vocab) {
+    return InvalidArgument("top_logprobs must be in [0, vocab size " + std::to_string(vocab) + "]");
+  }
+  for (size_t i = 0; i < r.stop_strings.size(); ++i) {
+    if (r.stop_strings[i].empty()) return InvalidArgument(Field("stop_strings", i) + " is empty");
+  }
+  if (!r.stop_strings.empty() && !m.tokenizer) {
+    return InvalidArgument("stop_strings need a tokenizer; model '" + m.spec.name + "' has none");
+  }
+  for (size_t i = 0; i < r.stop_token_ids.size(); ++i) {
+    if (r.stop_token_ids[i] < 0 || r.stop_token_ids[i] >= vocab) {
+      return InvalidArgument(Field("stop_token_ids", i) + " = " + std::to_string(r.stop_token_ids[i]) +
+                             " is outside the vocabulary");
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink) {
+  Impl& impl = *impl_;
+  if (!sink) return InvalidArgument("Submit needs an event sink");
+  std::shared_ptr<const Tokenizer> tokenizer;
+  {
+    std::lock_guard lock(impl.mu);
+    if (impl.stop || impl.draining.load()) return Unavailable("the engine is shutting down");
+    auto it = impl.models.find(request.model);
+    if (it == impl.models.end() || it->second.info.state != ModelState::kReady) {
+      return NotFound("model '" + request.model + "' is not loaded");
+    }
+    DF11_RETURN_IF_ERROR(impl.Validate(request, it->second));
+    tokenizer = it->second.tokenizer;
+    if (impl.counters.waiting.load() >= impl.options.max_waiting) {
+      impl.rejected_queue_full.fetch_add(1);
+      return ResourceExhausted("too many waiting requests (" + std::to_string(impl.options.max_waiting) +
+                               "); retry later");
+    }
+    impl.counters.waiting.fetch_add(1);
+    impl.counters.in_flight.fetch_add(1);
+  }
+  const RequestId id = impl.next_id.fetch_add(1);
+  EngineCommand submit;
+  submit.kind = EngineCommand::Kind::kSubmit;
+  submit.model = request.model;
+  submit.sequence = std::make_unique<Sequence>(id, std::move(request), std::move(sink), std::move(tokenizer));
+  submit.sequence->arrival = impl.next_arrival.fetch_add(1);
+  impl.Post(std::move(submit));
+  return id;
+}
+
+void Engine::Cancel(RequestId id) {
+  EngineCommand cancel;
+  cancel.kind = EngineCommand::Kind::kCancel;
+  cancel.id = id;
+  impl_->Post(std::move(cancel));
+}
+
+std::vector<ModelInfo> Engine::Models() const {
+  std::lock_guard lock(impl_->mu);
+  std::vector<ModelInfo> out;
+  for (const auto& [name, m] : impl_->models) out.push_back(m.info);
+  return out;
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard lock(impl_->mu);
+  EngineStats out;
+  out.models = impl_->stats;
+  out.rejected_queue_full_total = impl_->rejected_queue_full.load();
+  return out;
+}
+
+std::shared_ptr<const Tokenizer> Engine::GetTokenizer(const std::string& model) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->models.find(model);
+  return it == impl_->models.end() ? nullptr : it->second.tokenizer;
+}
+
+void Engine::Drain() { impl_->draining.store(true); }
+
+int64_t Engine::InFlight() const { return impl_->counters.in_flight.load(); }
+
+}  // namespace df11

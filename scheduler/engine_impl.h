@@ -1,0 +1,84 @@
+// Engine internals shared by engine.cc (API: create, load, submit; caller threads) and
+// engine_loop.cc (the engine thread). Not part of the contract.
+// Ownership: fields marked [mu] are guarded by `mu`; fields marked [engine] are touched only by the
+// engine thread; atomics may be read anywhere.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "scheduler/engine.h"
+#include "scheduler/kv_budget.h"
+#include "scheduler/model_picker.h"
+#include "scheduler/model_slot.h"
+
+namespace df11 {
+
+// A message to the engine thread.
+struct EngineCommand {
+  enum class Kind { kSubmit, kCancel, kAddModel, kRemoveModel };
+  Kind kind = Kind::kSubmit;
+  std::string model;                   // kSubmit, kRemoveModel
+  std::unique_ptr<Sequence> sequence;  // kSubmit
+  RequestId id = 0;                    // kCancel
+  std::unique_ptr<ModelSlot> slot;     // kAddModel
+  std::map<std::string, int64_t> kv_targets;  // kAddModel, kRemoveModel: blocks per model
+  std::shared_ptr<std::promise<void>> done;   // kRemoveModel: set once its requests ended
+};
+
+// What Submit and Models() need about a model, readable without the engine thread.
+struct RegisteredModel {
+  ModelInfo info;
+  ModelSpec spec;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  KvDemand kv;
+  int64_t kv_target_blocks = 0;
+  uint64_t weight_bytes = 0, scratch_bytes = 0;
+};
+
+struct Engine::Impl {
+  Impl(const EngineOptions& options, EngineObserver observer, int64_t kv_budget_bytes);
+
+  // engine.cc
+  Status Validate(const GenerateRequest& request, const RegisteredModel& model) const;
+  StatusOr<std::map<std::string, int64_t>> KvTargets(const std::vector<const RegisteredModel*>& models) const;
+  void Post(EngineCommand command);
+
+  // engine_loop.cc
+  void Run();
+  void Apply(EngineCommand& command);
+  void Rebalance();
+  void Publish();
+  bool AnyWork() const;
+
+  const EngineOptions options;
+  const EngineObserver observer;
+  const int64_t kv_budget_bytes;
+  EngineCounters counters;
+  std::atomic<RequestId> next_id{1};
+  std::atomic<uint64_t> next_arrival{0};
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> rejected_queue_full{0};
+
+  mutable std::mutex mu;
+  std::condition_variable wake;
+  std::deque<EngineCommand> inbox;                // [mu]
+  bool stop = false;                              // [mu]
+  std::map<std::string, RegisteredModel> models;  // [mu]
+  std::vector<ModelStats> stats;                  // [mu] snapshot after the last loop iteration
+
+  std::mutex load_mu;  // serializes LoadModel / UnloadModel
+
+  std::vector<std::unique_ptr<ModelSlot>> slots;  // [engine]
+  ModelPicker picker;                             // [engine]
+  std::thread thread;
+};
+
+}  // namespace df11

@@ -1,0 +1,144 @@
+// The engine thread (see engine.h and engine_impl.h): drains the inbox, ends cancelled and
+// expired requests, resizes KV caches toward their targets, picks a model fairly and runs one
+// step of it. Sleeps only when no model has work (waking at least every 10 ms while requests are
+// in flight, for deadlines and deferred KV allocations).
+#include <chrono>
+
+#include "scheduler/engine_impl.h"
+
+namespace df11 {
+
+Engine::Impl::Impl(const EngineOptions& options_, EngineObserver observer_, int64_t kv_budget)
+    : options(options_), observer(std::move(observer_)), kv_budget_bytes(kv_budget) {}
+
+bool Engine::Impl::AnyWork() const {
+  for (const auto& s : slots) {
+    if (s->HasWork()) return true;
+  }
+  return false;
+}
+
+void Engine::Impl::Run() {
+  for (;;) {
+    std::deque<EngineCommand> commands;
+    bool stopping;
+    {
+      std::unique_lock lock(mu);
+      if (inbox.empty() && !stop && !AnyWork()) {
+        if (counters.in_flight.load() == 0) {
+          wake.wait(lock, [&] { return !inbox.empty() || stop; });
+        } else {
+          wake.wait_for(lock, std::chrono::milliseconds(10), [&] { return !inbox.empty() || stop; });
+        }
+      }
+      commands.swap(inbox);
+      stopping = stop;
+    }
+    for (EngineCommand& c : commands) Apply(c);
+    if (stopping) {
+      for (auto& s : slots) s->FinishAll(FinishReason::kCancelled, Status(StatusCode::kCancelled, "engine shutting down"));
+      Publish();
+      return;
+    }
+    const Clock::time_point now = Clock::now();
+    for (auto& s : slots) s->Sweep(now);
+    Rebalance();
+    std::vector<bool> has_work;
+    for (const auto& s : slots) has_work.push_back(s->HasWork());
+    const int pick = picker.Pick(has_work);
+    if (pick >= 0) {
+      slots[pick]->Step();
+      picker.Charge(pick);
+    }
+    Publish();
+  }
+}
+
+void Engine::Impl::Apply(EngineCommand& c) {
+  using Kind = EngineCommand::Kind;
+  auto apply_targets = [&] {
+    for (auto& s : slots) {
+      auto it = c.kv_targets.find(s->name());
+      if (it != c.kv_targets.end()) s->SetTargetBlocks(it->second);
+    }
+  };
+  switch (c.kind) {
+    case Kind::kSubmit: {
+      for (auto& s : slots) {
+        if (s->name() == c.model) {
+          s->Add(std::move(c.sequence));
+          return;
+        }
+      }
+      // Unloaded between Submit and here: end it like an unload would have.
+      RequestEvent event;
+      event.id = c.sequence->id;
+      event.finished = true;
+      event.finish_reason = FinishReason::kCancelled;
+      event.status = Status(StatusCode::kCancelled, "model '" + c.model + "' was unloaded");
+      counters.waiting.fetch_sub(1);
+      counters.in_flight.fetch_sub(1);
+      c.sequence->sink(std::move(event));
+      return;
+    }
+    case Kind::kCancel:
+      for (auto& s : slots) {
+        if (s->Cancel(c.id)) return;
+      }
+      return;
+    case Kind::kAddModel:
+      picker.Add(c.slot->name(), c.slot->spec().weight);
+      slots.push_back(std::move(c.slot));
+      apply_targets();
+      return;
+    case Kind::kRemoveModel:
+      for (size_t i = 0; i < slots.size(); ++i) {
+        if (slots[i]->name() != c.model) continue;
+        slots[i]->FinishAll(FinishReason::kCancelled, Status(StatusCode::kCancelled, "model '" + c.model + "' unloaded"));
+        slots.erase(slots.begin() + i);
+        picker.Remove(c.model);
+        break;
+      }
+      apply_targets();
+      if (c.done) c.done->set_value();
+      return;
+  }
+}
+
+void Engine::Impl::Rebalance() {
+  auto bytes_of = [&](const ModelSlot& s, int64_t blocks) {
+    return blocks * KvCache::BytesPerBlock(s.model().config(), options.block_size, options.device);
+  };
+  int64_t allocated = 0;
+  for (const auto& s : slots) allocated += bytes_of(*s, s->kv_blocks());
+  // Shrink first, so growing never takes the total above the budget.
+  for (bool grow : {false, true}) {
+    for (auto& s : slots) {
+      if (!s->CanResize() || (s->target_blocks() > s->kv_blocks()) != grow) continue;
+      const int64_t after = allocated - bytes_of(*s, s->kv_blocks()) + bytes_of(*s, s->target_blocks());
+      if (grow && after > kv_budget_bytes) continue;
+      const Status st = s->Resize();
+      allocated = 0;
+      for (const auto& t : slots) allocated += bytes_of(*t, t->kv_blocks());
+      if (!st.ok()) {
+        // The model keeps no cache: its requests cannot run; end them with the reason.
+        s->FinishAll(FinishReason::kError, Status(st.code(), s->name() + ": KV cache: " + st.message()));
+      }
+    }
+  }
+}
+
+void Engine::Impl::Publish() {
+  std::lock_guard lock(mu);
+  stats.clear();
+  for (const auto& s : slots) {
+    stats.push_back(s->stats());
+    auto it = models.find(s->name());
+    if (it == models.end()) continue;
+    it->second.info.kv_blocks_total = s->kv_blocks();
+    it->second.info.kv_bytes =
+        static_cast<uint64_t>(s->kv_blocks() * KvCache::BytesPerBlock(s->model().config(), options.block_size, options.device));
+  }
+}
+
+}  // namespace df11

@@ -1,0 +1,347 @@
+// One model's requests, KV blocks and steps (see model_slot.h).
+#include "scheduler/model_slot.h"
+
+#include <algorithm>
+
+#include "scheduler/planner.h"
+
+namespace df11 {
+namespace {
+
+bool WaitsBefore(const Sequence& a, const Sequence& b) {
+  if (a.request.priority != b.request.priority) return a.request.priority > b.request.priority;
+  return a.arrival < b.arrival;
+}
+
+}  // namespace
+
+ModelSlot::ModelSlot(ModelSpec spec, std::unique_ptr<Model> model, std::shared_ptr<const Tokenizer> tokenizer,
+                     const SlotOptions& options, EngineCounters& counters, const EngineObserver& observer)
+    : spec_(std::move(spec)), model_(std::move(model)), tokenizer_(std::move(tokenizer)), options_(options),
+      counters_(counters), observer_(observer) {
+  if (tokenizer_) rules_.eos_ids = tokenizer_->stop_ids();
+  rules_.max_positions = model_->config().max_position_embeddings;
+  stats_.name = spec_.name;
+}
+
+void ModelSlot::Add(std::unique_ptr<Sequence> seq) {
+  ++stats_.waiting;
+  InsertWaiting(std::move(seq));
+}
+
+void ModelSlot::InsertWaiting(std::unique_ptr<Sequence> seq) {
+  auto at = std::upper_bound(waiting_.begin(), waiting_.end(), seq,
+                             [](const auto& a, const auto& b) { return WaitsBefore(*a, *b); });
+  waiting_.insert(at, std::move(seq));
+}
+
+bool ModelSlot::Cancel(RequestId id) {
+  for (auto* list : {&waiting_, &running_}) {
+    for (auto& s : *list) {
+      if (s->id == id) {
+        s->pending_finish = FinishReason::kCancelled;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+void ModelSlot::Sweep(Clock::time_point now) {
+  for (auto* list : {&waiting_, &running_}) {
+    for (size_t i = 0; i < list->size();) {
+      Sequence& s = *(*list)[i];
+      std::optional<FinishReason> reason = s.pending_finish;
+      Status status;
+      if (!reason && s.request.deadline && now >= *s.request.deadline) {
+        reason = FinishReason::kDeadline;
+        status = Status(StatusCode::kDeadlineExceeded, "request deadline passed");
+      }
+      // A sequence whose next token needs more blocks than the whole cache can never run.
+      if (!reason && pool_ && static_cast<int64_t>(s.tokens.size()) > pool_->num_blocks() * options_.block_size) {
+        reason = FinishReason::kLength;
+      }
+      if (!reason) {
+        ++i;
+        continue;
+      }
+      std::unique_ptr<Sequence> owned = std::move((*list)[i]);
+      list->erase(list->begin() + i);
+      Finish(std::move(owned), *reason, status);
+    }
+  }
+  RefreshGauges();
+}
+
+void ModelSlot::RefreshGauges() {
+  stats_.running = static_cast<int64_t>(running_.size());
+  stats_.waiting = static_cast<int64_t>(waiting_.size());
+  stats_.kv_blocks_total = kv_blocks();
+  stats_.kv_blocks_used = kv_blocks_used();
+}
+
+void ModelSlot::FinishAll(FinishReason reason, const Status& status) {
+  for (auto* list : {&running_, &waiting_}) {
+    std::vector<std::unique_ptr<Sequence>> seqs = std::move(*list);
+    list->clear();
+    for (auto& s : seqs) Finish(std::move(s), reason, status);
+  }
+  RefreshGauges();
+}
+
+void ModelSlot::Finish(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status) {
+  if (pool_) pool_->ReleaseAll(seq->blocks);
+  seq->blocks.clear();
+  if (!seq->admitted_once) counters_.waiting.fetch_sub(1);
+  const Clock::time_point now = Clock::now();
+  RequestEvent event;
+  event.id = seq->id;
+  if (reason != FinishReason::kError && reason != FinishReason::kCancelled) seq->FlushText(event);
+  event.finished = true;
+  event.finish_reason = reason;
+  event.status = status;
+  seq->Finalize(now, event);
+  if (observer_.on_request) {
+    RequestRecord record{spec_.name, seq->id, seq->request.client_request_id, reason, status,
+                         event.usage, event.timings, seq->inter_token_seconds};
+    observer_.on_request(record);
+  }
+  counters_.in_flight.fetch_sub(1);  // before the final event, so a client that saw it sees the count
+  seq->sink(std::move(event));
+}
+
+void ModelSlot::SetTargetBlocks(int64_t blocks) {
+  target_blocks_ = blocks;
+  shrink_pending_ = blocks < kv_blocks();
+}
+
+Status ModelSlot::Resize() {
+  shrink_pending_ = false;
+  pool_.reset();
+  cache_.reset();
+  RefreshGauges();
+  if (target_blocks_ == 0) return Status::Ok();
+  StatusOr<KvCache> cache = KvCache::Create(model_->config(), target_blocks_, options_.block_size, options_.device);
+  if (!cache.ok()) {
+    target_blocks_ = 0;
+    return cache.status();
+  }
+  cache_.emplace(std::move(cache).value());
+  pool_ = std::make_unique<BlockPool>(target_blocks_, options_.block_size);
+  RefreshGauges();
+  return Status::Ok();
+}
+
+std::pair<int64_t, int64_t> ModelSlot::PrefixHits(const Sequence& seq, std::vector<int32_t>* blocks,
+                                                  std::vector<uint64_t>* hashes) const {
+  if (!options_.prefix_caching) return {0, 0};
+  const int64_t bs = options_.block_size;
+  // At least the last token is always computed, so its logits exist.
+  const int64_t max_blocks = (static_cast<int64_t>(seq.tokens.size()) - 1) / bs;
+  int64_t evictable = 0;
+  uint64_t parent = 0;
+  for (int64_t b = 0; b < max_blocks; ++b) {
+    std::span<const int32_t> ids(seq.tokens.data() + b * bs, bs);
+    const uint64_t hash = BlockPool::ChainHash(parent, ids);
+    std::optional<int32_t> found = pool_->Find(hash, ids);
+    if (!found) break;
+    if (pool_->IsEvictable(*found)) ++evictable;
+    if (blocks) blocks->push_back(*found);
+    if (hashes) hashes->push_back(hash);
+    parent = hash;
+  }
+  const int64_t hits = blocks ? static_cast<int64_t>(blocks->size()) : 0;
+  return {hits, evictable};
+}
+
+void ModelSlot::Allocate(Sequence& seq, int64_t new_blocks) {
+  // The planner counted these blocks as free; if one is missing anyway, Model::Step rejects the
+  // short block table and the request ends with an error instead of the engine crashing.
+  for (int64_t b = 0; b < new_blocks; ++b) {
+    std::optional<int32_t> block = pool_->Allocate();
+    if (!block) break;
+    seq.blocks.push_back(*block);
+  }
+}
+
+void ModelSlot::Admit(Sequence& seq, int64_t new_blocks) {
+  std::vector<int32_t> hit_blocks;
+  std::vector<uint64_t> hashes;
+  PrefixHits(seq, &hit_blocks, &hashes);
+  for (int32_t b : hit_blocks) pool_->Acquire(b);
+  seq.blocks = hit_blocks;
+  seq.block_hashes = hashes;
+  seq.computed = static_cast<int64_t>(hit_blocks.size()) * options_.block_size;
+  Allocate(seq, new_blocks);
+  if (!seq.admitted_once) {
+    seq.admitted_once = true;
+    counters_.waiting.fetch_sub(1);
+    seq.usage.cached_prompt_tokens = std::min(seq.computed, seq.prompt_len);
+    stats_.prefix_cache_hit_tokens_total += seq.usage.cached_prompt_tokens;
+    stats_.prompt_tokens_total += seq.prompt_len;
+  }
+  if (!seq.scheduled_once) {
+    seq.scheduled_once = true;
+    seq.first_scheduled = Clock::now();
+  }
+}
+
+void ModelSlot::Preempt(Sequence& seq) {
+  pool_->ReleaseAll(seq.blocks);
+  seq.blocks.clear();
+  seq.block_hashes.clear();
+  seq.computed = 0;
+  ++stats_.preemptions_total;
+}
+
+std::vector<ModelSlot::Scheduled> ModelSlot::ApplyPlan() {
+  PlanInput in;
+  in.max_batched_tokens = options_.max_batched_tokens;
+  in.max_seqs = spec_.max_seqs > 0 ? spec_.max_seqs : options_.max_seqs;
+  in.block_size = options_.block_size;
+  in.free_blocks = pool_->NumFree();
+  for (const auto& s : running_) {
+    in.running.push_back({s->computed, static_cast<int64_t>(s->tokens.size()),
+                          static_cast<int64_t>(s->blocks.size()), s->prefilling()});
+  }
+  if (!shrink_pending_) {
+    const size_t candidates = std::min<size_t>(waiting_.size(), std::max<int64_t>(0, in.max_seqs - running_.size()));
+    for (size_t w = 0; w < candidates; ++w) {
+      std::vector<int32_t> blocks;
+      auto [hits, evictable] = PrefixHits(*waiting_[w], &blocks, nullptr);
+      in.waiting.push_back({static_cast<int64_t>(waiting_[w]->tokens.size()), hits * options_.block_size, evictable});
+    }
+  }
+  const StepPlan plan = PlanStep(in);
+
+  // Preempt first: the plan counts the victims' blocks as free for the others.
+  std::vector<bool> preempted(running_.size(), false);
+  for (size_t i : plan.preempted) {
+    Preempt(*running_[i]);
+    preempted[i] = true;
+  }
+  std::vector<Scheduled> batch;
+  for (const PlanChunk& c : plan.running) {
+    Allocate(*running_[c.index], c.new_blocks);
+    batch.push_back({running_[c.index].get(), c.tokens});
+  }
+  for (const PlanChunk& c : plan.admitted) {
+    Admit(*waiting_[c.index], c.new_blocks);
+    batch.push_back({waiting_[c.index].get(), c.tokens});
+  }
+  // Preempted sequences go back to the queue (keeping their arrival, so they come first again).
+  std::vector<std::unique_ptr<Sequence>> still_running;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    if (preempted[i]) {
+      InsertWaiting(std::move(running_[i]));
+    } else {
+      still_running.push_back(std::move(running_[i]));
+    }
+  }
+  // Admitted sequences join the running set (admitted indices are a prefix of the queue; no
+  // preemption happened in a step that admits).
+  for (const PlanChunk& c : plan.admitted) still_running.push_back(std::move(waiting_[c.index]));
+  waiting_.erase(waiting_.begin(), waiting_.begin() + plan.admitted.size());
+  running_ = std::move(still_running);
+  return batch;
+}
+
+void ModelSlot::RegisterFullBlocks(Sequence& seq) {
+  if (!options_.prefix_caching) return;
+  const int64_t bs = options_.block_size;
+  const int64_t full = seq.computed / bs;
+  for (int64_t b = static_cast<int64_t>(seq.block_hashes.size()); b < full; ++b) {
+    std::span<const int32_t> ids(seq.tokens.data() + b * bs, bs);
+    const uint64_t hash = BlockPool::ChainHash(b == 0 ? 0 : seq.block_hashes[b - 1], ids);
+    pool_->Register(seq.blocks[b], hash, ids);
+    seq.block_hashes.push_back(hash);
+  }
+}
+
+void ModelSlot::Step() {
+  if (!pool_) return;
+  const std::vector<Scheduled> batch = ApplyPlan();
+  RefreshGauges();
+  if (batch.empty()) return;
+
+  StepInput input;
+  input.kv_cache = &*cache_;
+  int64_t tokens = 0;
+  for (const Scheduled& s : batch) {
+    SequenceInput seq;
+    seq.tokens.assign(s.seq->tokens.begin() + s.seq->computed, s.seq->tokens.begin() + s.seq->computed + s.tokens);
+    seq.num_cached = s.seq->computed;
+    seq.block_table = s.seq->blocks;
+    if (s.seq->computed + s.tokens == static_cast<int64_t>(s.seq->tokens.size())) seq.logits_for = {s.tokens - 1};
+    input.sequences.push_back(std::move(seq));
+    tokens += s.tokens;
+  }
+  StepOutput out;
+  const Status st = model_->Step(input, out);
+  ++stats_.steps_total;
+  stats_.last_batch_sequences = static_cast<int64_t>(batch.size());
+  stats_.last_batch_tokens = tokens;
+  stats_.last_step_seconds = out.step_seconds;
+  stats_.last_decompress_seconds = out.decompress_seconds;
+  if (!st.ok()) {
+    // Nothing was written; end the batch's requests with the error.
+    for (const Scheduled& s : batch) s.seq->pending_finish = FinishReason::kError;
+    Status err(st.code(), spec_.name + ": step failed: " + st.message());
+    for (size_t i = 0; i < running_.size();) {
+      if (running_[i]->pending_finish == FinishReason::kError) {
+        std::unique_ptr<Sequence> owned = std::move(running_[i]);
+        running_.erase(running_.begin() + i);
+        Finish(std::move(owned), FinishReason::kError, err);
+      } else {
+        ++i;
+      }
+    }
+  } else {
+    for (const Scheduled& s : batch) {
+      s.seq->computed += s.tokens;
+      RegisterFullBlocks(*s.seq);
+    }
+    ProcessOutputs(batch, out);
+  }
+  RefreshGauges();
+  if (observer_.on_step) {
+    observer_.on_step({spec_.name, static_cast<int64_t>(batch.size()), tokens, out.step_seconds, out.decompress_seconds});
+  }
+}
+
+void ModelSlot::ProcessOutputs(const std::vector<Scheduled>& batch, const StepOutput& out) {
+  const Clock::time_point now = Clock::now();
+  std::vector<Sequence*> finished_seqs;
+  std::vector<std::pair<FinishReason, Status>> reasons;
+  for (size_t row = 0; row < out.rows.size(); ++row) {
+    Sequence& seq = *batch[out.rows[row].first].seq;
+    std::span<const float> logits(out.logits.data() + row * out.vocab_size, out.vocab_size);
+    SampleContext ctx{std::span<const int32_t>(seq.tokens.data(), seq.prompt_len),
+                      std::span<const int32_t>(seq.tokens.data() + seq.prompt_len, seq.generated()),
+                      static_cast<uint64_t>(seq.generated())};
+    StatusOr<SampleResult> sample = Sample(logits, seq.request.sampling, ctx);
+    if (!sample.ok()) {
+      finished_seqs.push_back(&seq);
+      reasons.emplace_back(FinishReason::kError, sample.status());
+      continue;
+    }
+    RequestEvent event;
+    event.id = seq.id;
+    const FinishReason reason = seq.Append(*sample, rules_, now, event);
+    stats_.generated_tokens_total += 1;
+    if (reason != FinishReason::kNone) {
+      // The final event carries this token too: send the delta first, then the final event.
+      finished_seqs.push_back(&seq);
+      reasons.emplace_back(reason, Status());
+    }
+    seq.sink(std::move(event));
+  }
+  for (size_t k = 0; k < finished_seqs.size(); ++k) {
+    auto it = std::ranges::find_if(running_, [&](const auto& s) { return s.get() == finished_seqs[k]; });
+    std::unique_ptr<Sequence> owned = std::move(*it);
+    running_.erase(it);
+    Finish(std::move(owned), reasons[k].first, reasons[k].second);
+  }
+}
+
+}  // namespace df11

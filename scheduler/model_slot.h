@@ -1,0 +1,104 @@
+// ModelSlot: one resident model inside the engine: the Model, its tokenizer, its KV cache and
+// block pool, and the requests for it (waiting queue + running set). Step() runs one continuous-
+// batching iteration: plan (planner.h), apply (preempt, admit with prefix-cache hits, allocate
+// blocks), Model::Step, sample, stream events, register full blocks in the prefix cache.
+// Thread-safety: none; owned and called by the engine thread only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/kv_cache.h"
+#include "runtime/model.h"
+#include "scheduler/block_pool.h"
+#include "scheduler/engine.h"
+#include "scheduler/sequence.h"
+
+namespace df11 {
+
+// Engine-wide counters the slots update (read by other threads).
+struct EngineCounters {
+  std::atomic<int64_t> in_flight{0};  // submitted, no final event yet
+  std::atomic<int64_t> waiting{0};    // submitted, never admitted yet, not finished
+};
+
+struct SlotOptions {
+  Device device = Device::kCpu;
+  int64_t max_batched_tokens = 0;
+  int64_t max_seqs = 0;
+  int64_t block_size = 0;
+  bool prefix_caching = true;
+};
+
+class ModelSlot {
+ public:
+  ModelSlot(ModelSpec spec, std::unique_ptr<Model> model, std::shared_ptr<const Tokenizer> tokenizer,
+            const SlotOptions& options, EngineCounters& counters, const EngineObserver& observer);
+
+  const std::string& name() const { return spec_.name; }
+  const ModelSpec& spec() const { return spec_; }
+  const Model& model() const { return *model_; }
+  int64_t kv_blocks() const { return pool_ ? pool_->num_blocks() : 0; }
+  int64_t kv_blocks_used() const { return pool_ ? pool_->NumUsed() : 0; }
+  const ModelStats& stats() const { return stats_; }
+
+  void Add(std::unique_ptr<Sequence> seq);
+  bool HasWork() const { return !running_.empty() || (!waiting_.empty() && pool_ && !shrink_pending_); }
+  bool Empty() const { return running_.empty() && waiting_.empty(); }
+  // Marks a request for cancellation (handled by the next Sweep). False if it is not here.
+  bool Cancel(RequestId id);
+  // Ends cancelled requests, requests past their deadline and requests that outgrew the pool.
+  void Sweep(Clock::time_point now);
+  // Ends every request with `reason` and `status` (engine shutdown, unload).
+  void FinishAll(FinishReason reason, const Status& status);
+
+  // KV cache size. While the target is below the current size no request is admitted; the cache
+  // is reallocated to the target (dropping its prefix cache) only when no block is referenced.
+  void SetTargetBlocks(int64_t blocks);
+  int64_t target_blocks() const { return target_blocks_; }
+  bool CanResize() const { return target_blocks_ != kv_blocks() && kv_blocks_used() == 0; }
+  // Reallocates to the target; on error (memory) the slot keeps no cache and the error is returned.
+  Status Resize();
+
+  // One step: plan, run, sample, emit. Errors of Model::Step end the step's requests with kError.
+  void Step();
+
+ private:
+  struct Scheduled {
+    Sequence* seq;
+    int64_t tokens;
+  };
+  void Finish(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status);
+  // Prefix-cache hits of a waiting sequence: (cached full blocks, of which evictable).
+  std::pair<int64_t, int64_t> PrefixHits(const Sequence& seq, std::vector<int32_t>* blocks,
+                                         std::vector<uint64_t>* hashes) const;
+  void Admit(Sequence& seq, int64_t new_blocks);
+  void Preempt(Sequence& seq);
+  void Allocate(Sequence& seq, int64_t new_blocks);
+  void RegisterFullBlocks(Sequence& seq);
+  std::vector<Scheduled> ApplyPlan();
+  void ProcessOutputs(const std::vector<Scheduled>& batch, const StepOutput& out);
+  void InsertWaiting(std::unique_ptr<Sequence> seq);
+  void RefreshGauges();  // running/waiting/kv gauges of stats_
+
+  ModelSpec spec_;
+  std::unique_ptr<Model> model_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  SlotOptions options_;
+  EngineCounters& counters_;
+  const EngineObserver& observer_;
+  FinishRules rules_;
+  std::optional<KvCache> cache_;
+  std::unique_ptr<BlockPool> pool_;
+  int64_t target_blocks_ = 0;
+  bool shrink_pending_ = false;
+  std::vector<std::unique_ptr<Sequence>> waiting_;  // priority desc, then arrival
+  std::vector<std::unique_ptr<Sequence>> running_;  // admission order
+  ModelStats stats_;
+};
+
+}  // namespace df11

@@ -1,0 +1,67 @@
+// Sequence: the engine thread's state of one request: its tokens (prompt + generated), its KV
+// blocks, and its output side (incremental detokenization, stop handling, usage, timings).
+// Thread-safety: none; owned by the engine thread (created by Submit, then moved to it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "runtime/detokenizer.h"
+#include "scheduler/engine.h"
+#include "scheduler/stop_filter.h"
+
+namespace df11 {
+
+// What ends generation, per model: stop ids of the tokenizer (eos) and the context length.
+struct FinishRules {
+  std::vector<int32_t> eos_ids;
+  int64_t max_positions = 0;
+};
+
+struct Sequence {
+  Sequence(RequestId id, GenerateRequest request, EventSink sink, std::shared_ptr<const Tokenizer> tokenizer);
+
+  RequestId id;
+  GenerateRequest request;
+  EventSink sink;
+  uint64_t arrival = 0;  // submission order, for FIFO among equal priorities
+
+  std::vector<int32_t> tokens;  // prompt + generated
+  int64_t prompt_len = 0;
+  int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
+
+  // KV: positions [0, computed) are in the cache, in `blocks`; block_hashes[i] is the chain hash
+  // of full block i once it is registered in (or found in) the prefix cache.
+  int64_t computed = 0;
+  std::vector<int32_t> blocks;
+  std::vector<uint64_t> block_hashes;
+  bool admitted_once = false;  // cached_prompt_tokens counts the first admission only
+  bool prefilling() const { return static_cast<int64_t>(tokens.size()) - computed > 1; }
+
+  bool cancelled = false;
+  std::optional<FinishReason> pending_finish;  // set off the step path (cancel, deadline)
+
+  // Output side.
+  RequestUsage usage;
+  Clock::time_point submitted, first_scheduled, first_token, last_token;
+  bool scheduled_once = false;
+  std::vector<double> inter_token_seconds;
+
+  // Adds a sampled token at `now`; fills `event` (ids, text, logprobs) and returns why generation
+  // ends, or kNone.
+  FinishReason Append(const SampleResult& sample, const FinishRules& rules, Clock::time_point now,
+                      RequestEvent& event);
+  // Moves the text still held back (detokenizer and stop filter) into `event`; call once at the end.
+  void FlushText(RequestEvent& event);
+  // Usage and timings for the final event at `now`.
+  void Finalize(Clock::time_point now, RequestEvent& event) const;
+
+ private:
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::unique_ptr<IncrementalDetokenizer> detokenizer_;  // null without a tokenizer
+  StopFilter stop_;
+};
+
+}  // namespace df11
