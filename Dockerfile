@@ -45,7 +45,7 @@ RUN --mount=type=cache,id=df11-serve-ccache,target=/ccache \
     && cmake --build /build -j "${JOBS}" --target ${TARGETS} \
     && mkdir -p /out/bin \
     && for t in ${TARGETS}; do cp "$(find /build -type f -name "$t" -perm -u+x | head -1)" /out/bin/; done \
-    && strip /out/bin/* && (ccache -s | grep -E 'Hits|Misses' || true)
+    && strip /out/bin/* && (ccache -s | grep -E 'Hits|Misses' || true) && rm -rf /build
 # The runtime packages: whichever Debian/Ubuntu packages own the shared libraries the binaries
 # load (CUDA's own libraries under /usr/local come with the CUDA runtime image). dpkg knows a
 # library by its /usr/lib or its /lib path (merged /usr), so both are asked.
@@ -75,6 +75,9 @@ RUN apt-get update -qq \
     && (getent passwd 10001 >/dev/null || useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin df11) \
     && mkdir -p /models
 COPY --from=build /out/bin/ /usr/local/bin/
+# The 6M-parameter demo model (PSF-licensed training data: deploy/demo-model/README.md), so the
+# image answers without a mount: docker run -p 50051:50051 df11-serve:cpu --model demo=/usr/share/df11-serve/demo-model
+COPY deploy/demo-model/ /usr/share/df11-serve/demo-model/
 # Every df11d flag is also an environment variable DF11D_<FLAG> (df11d --help).
 ENV DF11D_GRPC_ADDRESS=0.0.0.0:50051 \
     DF11D_METRICS_ADDRESS=0.0.0.0:8000
@@ -82,5 +85,5 @@ VOLUME ["/models"]
 USER 10001
 EXPOSE 50051 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=300s --retries=3 \
-    CMD ["/usr/local/bin/df11", "health", "--address", "127.0.0.1:50051"]
+    CMD ["/usr/local/bin/df11", "health", "--addr", "127.0.0.1:50051"]
 ENTRYPOINT ["/usr/local/bin/df11d"]
