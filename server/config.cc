@@ -152,6 +152,9 @@ Status FinishConfig(ServerConfig& c) {
   DF11_RETURN_IF_ERROR(CheckPositive(c.engine.block_size, "block-size"));
   DF11_RETURN_IF_ERROR(CheckPositive(c.engine.max_waiting, "max-waiting"));
   DF11_RETURN_IF_ERROR(CheckPositive(c.max_message_bytes, "max-message-bytes"));
+  if (c.engine.device == Device::kCpu && c.engine.kv_memory_bytes <= 0) {
+    return InvalidArgument("--kv-memory-bytes: required (> 0) with --device cpu");
+  }
   if (c.warmup_tokens < 0) return InvalidArgument("--warmup-tokens: must be >= 0");
   if (!(c.drain_grace_seconds >= 0)) return InvalidArgument("--drain-grace-seconds: must be >= 0");
   if (c.tls_cert.empty() != c.tls_key.empty()) return InvalidArgument("--tls-cert and --tls-key go together");
