@@ -21,6 +21,8 @@
 #include "server/metrics_instruments.h"
 
 namespace df11 {
+void KeepThreadStackFloor();  // metrics_thread_stack.cc
+
 namespace {
 
 constexpr std::chrono::milliseconds kSampleInterval(100);
@@ -108,6 +110,7 @@ Metrics::~Metrics() {
 
 StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& http_address) {
   DF11_RETURN_IF_ERROR(ValidateAddress(http_address));
+  KeepThreadStackFloor();
   std::unique_ptr<Metrics> metrics(new Metrics());
   try {
     metrics->exposer_ = std::make_unique<prometheus::Exposer>(http_address, /*num_threads=*/2);

@@ -101,6 +101,64 @@ void WriteStats(const EngineStats& stats, FamilyWriter& w) {
   }
 }
 
+void WriteModelInfo(const std::vector<ModelInfo>& models, FamilyWriter& w) {
+  w.Gauge("df11_model_info", "Served model (value 1): architecture, weight format, state.");
+  for (const ModelInfo& m : models) {
+    w.Sample({{"model", m.name}, {"architecture", m.architecture}, {"format", m.df11 ? "df11" : "bf16"},
+              {"state", ModelStateName(m.state)}},
+             1);
+  }
+  w.Gauge("df11_model_compression_ratio", "Resident weight bytes / BF16 weight bytes (1 for BF16 models).");
+  for (const ModelInfo& m : models) {
+    w.Sample({{"model", m.name}}, m.bf16_weight_bytes > 0 ? double(m.weight_bytes) / m.bf16_weight_bytes : 1.0);
+  }
+  w.Gauge("df11_model_load_seconds", "Time the model took to load.");
+  for (const ModelInfo& m : models) w.Sample({{"model", m.name}}, m.load_seconds);
+}
+
+// Memory per model: current, then the peak of each.
+void WriteMemory(const EngineSnapshot& engine, const std::map<std::string, ModelMemoryPeaks>& peaks,
+                 FamilyWriter& w) {
+  struct MemoryField {
+    const char* name;
+    const char* peak_name;
+    const char* help;
+    double (*current)(const ModelInfo&, const EngineStats&);
+    double ModelMemoryPeaks::*peak;
+  };
+  static const MemoryField kMemory[] = {
+      {"df11_model_weight_bytes", "df11_model_weight_peak_bytes", "Resident weights (DF11-compressed when DF11).",
+       [](const ModelInfo& m, const EngineStats&) { return double(m.weight_bytes); }, &ModelMemoryPeaks::weight},
+      {"df11_model_weight_bf16_bytes", "df11_model_weight_bf16_peak_bytes", "The same weights as BF16.",
+       [](const ModelInfo& m, const EngineStats&) { return double(m.bf16_weight_bytes); },
+       &ModelMemoryPeaks::weight_bf16},
+      {"df11_model_scratch_bytes", "df11_model_scratch_peak_bytes",
+       "Decompression scratch and step workspace (as the engine reports it per model).",
+       [](const ModelInfo& m, const EngineStats&) { return double(m.scratch_bytes); }, &ModelMemoryPeaks::scratch},
+      {"df11_model_kv_cache_bytes", "df11_model_kv_cache_peak_bytes", "KV-cache memory reserved for the model.",
+       [](const ModelInfo& m, const EngineStats&) { return double(m.kv_bytes); }, &ModelMemoryPeaks::kv_cache},
+      {"df11_model_kv_cache_used_bytes", "df11_model_kv_cache_used_peak_bytes", "KV-cache memory in used blocks.",
+       [](const ModelInfo& m, const EngineStats& s) { return double(KvUsedBytes(m, s)); },
+       &ModelMemoryPeaks::kv_cache_used},
+  };
+  for (const MemoryField& field : kMemory) {
+    w.Gauge(field.name, field.help);
+    for (const ModelInfo& m : engine.models) w.Sample({{"model", m.name}}, field.current(m, engine.stats));
+    w.Gauge(field.peak_name, "Peak of the gauge without _peak (sampled every 100 ms and at scrapes).");
+    for (const auto& [name, model_peaks] : peaks) w.Sample({{"model", name}}, model_peaks.*field.peak);
+  }
+}
+
+void WriteGpu(const GpuMemory& gpu, uint64_t used_peak, FamilyWriter& w) {
+  const std::string index = std::to_string(gpu.index);
+  w.Gauge("df11_gpu_memory_total_bytes", "GPU memory (cudaMemGetInfo).").Sample({{"gpu", index}}, gpu.total_bytes);
+  w.Gauge("df11_gpu_memory_used_bytes", "GPU memory in use by any process.")
+      .Sample({{"gpu", index}}, double(gpu.total_bytes - gpu.free_bytes));
+  w.Gauge("df11_gpu_memory_free_bytes", "GPU memory free.").Sample({{"gpu", index}}, gpu.free_bytes);
+  w.Gauge("df11_gpu_memory_used_peak_bytes", "Peak of df11_gpu_memory_used_bytes (sampled every 100 ms).")
+      .Sample({{"gpu", index}}, used_peak);
+}
+
 }  // namespace
 
 EngineCollector::EngineCollector(BuildInfo build, GpuSource gpu)
@@ -129,7 +187,7 @@ EngineCollector::Reading EngineCollector::ReadLocked() const {
   if (source_) reading.engine = source_();
   if (gpu_source_) reading.gpu = gpu_source_();
   for (const ModelInfo& info : reading.engine.models) {
-    ModelPeaks& p = model_peaks_[info.name];
+    ModelMemoryPeaks& p = model_peaks_[info.name];
     p.weight = std::max(p.weight, double(info.weight_bytes));
     p.weight_bf16 = std::max(p.weight_bf16, double(info.bf16_weight_bytes));
     p.scratch = std::max(p.scratch, double(info.scratch_bytes));
@@ -145,67 +203,14 @@ EngineCollector::Reading EngineCollector::ReadLocked() const {
 std::vector<prometheus::MetricFamily> EngineCollector::Collect() const {
   std::lock_guard<std::mutex> lock(mutex_);
   const Reading reading = ReadLocked();
-  const EngineSnapshot& engine = reading.engine;
   std::vector<MetricFamily> out;
   FamilyWriter w(out);
-
   w.Gauge("df11_build_info", "Build identity (value 1).")
       .Sample({{"version", build_.version}, {"cuda", build_.cuda}, {"gpu", build_.gpu}}, 1);
-  WriteStats(engine.stats, w);
-
-  w.Gauge("df11_model_info", "Served model (value 1): architecture, weight format, state.");
-  for (const ModelInfo& m : engine.models) {
-    w.Sample({{"model", m.name}, {"architecture", m.architecture}, {"format", m.df11 ? "df11" : "bf16"},
-              {"state", ModelStateName(m.state)}},
-             1);
-  }
-  w.Gauge("df11_model_compression_ratio", "Resident weight bytes / BF16 weight bytes (1 for BF16 models).");
-  for (const ModelInfo& m : engine.models) {
-    w.Sample({{"model", m.name}}, m.bf16_weight_bytes > 0 ? double(m.weight_bytes) / m.bf16_weight_bytes : 1.0);
-  }
-  w.Gauge("df11_model_load_seconds", "Time the model took to load.");
-  for (const ModelInfo& m : engine.models) w.Sample({{"model", m.name}}, m.load_seconds);
-
-  // Memory per model: current, then the peak of each.
-  struct MemoryField {
-    const char* name;
-    const char* peak_name;
-    const char* help;
-    double (*current)(const ModelInfo&, const EngineStats&);
-    double ModelPeaks::*peak;
-  };
-  static const MemoryField kMemory[] = {
-      {"df11_model_weight_bytes", "df11_model_weight_peak_bytes", "Resident weights (DF11-compressed when DF11).",
-       [](const ModelInfo& m, const EngineStats&) { return double(m.weight_bytes); }, &ModelPeaks::weight},
-      {"df11_model_weight_bf16_bytes", "df11_model_weight_bf16_peak_bytes", "The same weights as BF16.",
-       [](const ModelInfo& m, const EngineStats&) { return double(m.bf16_weight_bytes); },
-       &ModelPeaks::weight_bf16},
-      {"df11_model_scratch_bytes", "df11_model_scratch_peak_bytes",
-       "Decompression scratch and step workspace (as the engine reports it per model).",
-       [](const ModelInfo& m, const EngineStats&) { return double(m.scratch_bytes); }, &ModelPeaks::scratch},
-      {"df11_model_kv_cache_bytes", "df11_model_kv_cache_peak_bytes", "KV-cache memory reserved for the model.",
-       [](const ModelInfo& m, const EngineStats&) { return double(m.kv_bytes); }, &ModelPeaks::kv_cache},
-      {"df11_model_kv_cache_used_bytes", "df11_model_kv_cache_used_peak_bytes", "KV-cache memory in used blocks.",
-       [](const ModelInfo& m, const EngineStats& s) { return double(KvUsedBytes(m, s)); },
-       &ModelPeaks::kv_cache_used},
-  };
-  for (const MemoryField& field : kMemory) {
-    w.Gauge(field.name, field.help);
-    for (const ModelInfo& m : engine.models) w.Sample({{"model", m.name}}, field.current(m, engine.stats));
-    w.Gauge(field.peak_name, "Peak of the gauge without _peak (sampled every 100 ms and at scrapes).");
-    for (const auto& [name, peaks] : model_peaks_) w.Sample({{"model", name}}, peaks.*field.peak);
-  }
-
-  if (reading.gpu) {
-    const GpuMemory& gpu = *reading.gpu;
-    const std::string index = std::to_string(gpu.index);
-    w.Gauge("df11_gpu_memory_total_bytes", "GPU memory (cudaMemGetInfo).").Sample({{"gpu", index}}, gpu.total_bytes);
-    w.Gauge("df11_gpu_memory_used_bytes", "GPU memory in use by any process.")
-        .Sample({{"gpu", index}}, double(gpu.total_bytes - gpu.free_bytes));
-    w.Gauge("df11_gpu_memory_free_bytes", "GPU memory free.").Sample({{"gpu", index}}, gpu.free_bytes);
-    w.Gauge("df11_gpu_memory_used_peak_bytes", "Peak of df11_gpu_memory_used_bytes (sampled every 100 ms).")
-        .Sample({{"gpu", index}}, gpu_used_peak_);
-  }
+  WriteStats(reading.engine.stats, w);
+  WriteModelInfo(reading.engine.models, w);
+  WriteMemory(reading.engine, model_peaks_, w);
+  if (reading.gpu) WriteGpu(*reading.gpu, gpu_used_peak_, w);
   // Families without samples (no models yet) are left out of the exposition.
   out.erase(std::remove_if(out.begin(), out.end(), [](const MetricFamily& f) { return f.metric.empty(); }),
             out.end());

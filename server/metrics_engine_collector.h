@@ -25,6 +25,11 @@ struct EngineSnapshot {
   std::vector<ModelInfo> models;
 };
 
+// The highest memory values seen for one model, bytes.
+struct ModelMemoryPeaks {
+  double weight = 0, weight_bf16 = 0, scratch = 0, kv_cache = 0, kv_cache_used = 0;
+};
+
 class EngineCollector : public prometheus::Collectable {
  public:
   using Source = std::function<EngineSnapshot()>;
@@ -43,9 +48,6 @@ class EngineCollector : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  struct ModelPeaks {
-    double weight = 0, weight_bf16 = 0, scratch = 0, kv_cache = 0, kv_cache_used = 0;
-  };
   struct Reading {  // one snapshot plus the GPU, peaks already raised
     EngineSnapshot engine;
     std::optional<GpuMemory> gpu;
@@ -56,7 +58,7 @@ class EngineCollector : public prometheus::Collectable {
   const GpuSource gpu_source_;
   mutable std::mutex mutex_;
   Source source_;
-  mutable std::map<std::string, ModelPeaks> model_peaks_;  // by model name, kept after unload
+  mutable std::map<std::string, ModelMemoryPeaks> model_peaks_;  // by model name, kept after unload
   mutable uint64_t gpu_used_peak_ = 0;
 };
 
