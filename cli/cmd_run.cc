@@ -1,4 +1,4 @@
-// df11 run: greedy decoding of token ids with the CPU runtime (a smoke test of a model
+// df11 run: greedy decoding of token ids on the CPU or a CUDA GPU (a smoke test of a model
 // directory, DF11 or BF16). Prints the generated ids; with --logits, one JSON line per step with
 // the logits that chose its token.
 #include <algorithm>
@@ -32,15 +32,17 @@ std::vector<int32_t> ParseTokens(const std::string& text) {
 
 void Run(const std::string& dir, const std::string& token_list, int steps, const std::string& device, bool print_logits,
          int threads) {
-  if (device != "cpu") throw CommandFailed(2, "--device: only 'cpu' is implemented");
+  if (device != "cpu" && device != "cuda") throw CommandFailed(2, "--device: '" + device + "' is not cpu or cuda");
   if (steps < 0) throw CommandFailed(2, "--steps must be >= 0");
   std::vector<int32_t> tokens = ParseTokens(token_list);
   ModelOptions options;
   options.threads = threads;
+  options.device = device == "cuda" ? Device::kCuda : Device::kCpu;
   auto model = Check(Model::Load(dir, options));
   constexpr int64_t kBlockSize = 16;
   const int64_t positions = static_cast<int64_t>(tokens.size()) + std::max(steps, 1);
-  KvCache cache = Check(KvCache::Create(model->config(), (positions + kBlockSize - 1) / kBlockSize, kBlockSize));
+  KvCache cache = Check(KvCache::Create(model->config(), (positions + kBlockSize - 1) / kBlockSize, kBlockSize,
+                                                 options.device));
   SequenceInput seq;
   for (int64_t b = 0; b < cache.shape().num_blocks; ++b) seq.block_table.push_back(static_cast<int32_t>(b));
   seq.tokens = tokens;
@@ -69,11 +71,11 @@ void Register(CLI::App& app) {
   static std::string dir, tokens, device = "cpu";
   static int steps = 16, threads = 0;
   static bool logits = false;
-  auto* r = app.add_subcommand("run", "Greedy decoding from token ids on the CPU (prints the generated ids)");
+  auto* r = app.add_subcommand("run", "Greedy decoding from token ids (prints the generated ids)");
   r->add_option("MODEL_DIR", dir, "DF11 or BF16 model directory")->required();
   r->add_option("--tokens", tokens, "prompt token ids, comma-separated (e.g. 1,2,3)")->required();
   r->add_option("--steps", steps, "tokens to generate");
-  r->add_option("--device", device, "cpu (the only device so far)");
+  r->add_option("--device", device, "cpu or cuda");
   r->add_flag("--logits", logits, "also print each step's logits as a JSON line");
   r->add_option("--threads", threads, "worker threads (0 = all cores)");
   r->callback([] { Run(dir, tokens, steps, device, logits, threads); });

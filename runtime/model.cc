@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "runtime/model_cuda.h"
+
 namespace df11 {
 
 std::vector<float> RopeInvFreq(const RopeConfig& rope, int64_t head_dim) {
@@ -42,7 +44,6 @@ std::vector<float> RopeInvFreq(const RopeConfig& rope, int64_t head_dim) {
 }
 
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
-  if (options.device != Device::kCpu) return Unimplemented(dir + ": only the CPU device is implemented");
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Model> model(new Model());
   model->options_ = options;
@@ -62,11 +63,17 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const Model
   uint64_t largest_unit = 0;
   for (const Df11Unit& unit : model->checkpoint_->units())
     largest_unit = std::max(largest_unit, unit.layout.num_elements);
-  model->scratch_ = UnitScratch(largest_unit);
-  model->FillLoadReport(largest_unit);
+  if (options.device == Device::kCuda) {
+    DF11_RETURN_IF_ERROR(model->LoadCuda());
+  } else {
+    model->scratch_ = UnitScratch(largest_unit);
+    model->FillLoadReport(largest_unit);
+  }
   model->report_.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return model;
 }
+
+Model::~Model() = default;
 
 Status Model::LoadLayer(int64_t layer, LayerWeights& w) {
   const ModelConfig& c = config_;

@@ -4,7 +4,10 @@
 // into one scratch buffer just before the layer runs; embedding rows are decoded one by one.
 // Step runs a ragged batch of sequences against a caller-owned paged KvCache (kv_cache.h); the
 // model keeps no per-sequence state between steps.
-// Files: model.cc (load), model_step.cc (validation, forward, logits).
+// On kCuda, weights live in VRAM (DF11 units compressed, BF16 tensors as BF16, norms fp32), each
+// layer's unit is decoded into a DeviceScratch just before the layer, activations are bf16.
+// Files: model.cc (load), model_step.cc (validation, CPU forward, logits), model_cuda_load.cc and
+// model_cuda_step.cc (the CUDA backend, model_cuda.h).
 // Thread-safety: Load'ed models are immutable except for the scratch buffer: one Step at a time.
 #pragma once
 
@@ -25,6 +28,8 @@ namespace df11 {
 struct ModelOptions {
   Device device = Device::kCpu;
   int threads = 0;  // 0 = all cores
+  // kCuda: the DF11 decode scratch, shareable between models on one GPU; allocated if null.
+  std::shared_ptr<DeviceScratch> scratch = nullptr;
 };
 
 // One sequence of a step: its new tokens, appended after `num_cached` cached positions.
@@ -63,12 +68,14 @@ class Model {
   // Opens DIR (DF11 or BF16 checkpoint) and resolves every weight. Errors name the directory and
   // the tensor (missing, wrong shape or dtype). UNIMPLEMENTED for a device other than kCpu.
   static StatusOr<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options = {});
+  ~Model();
 
   const ModelConfig& config() const { return config_; }
   const Checkpoint& checkpoint() const { return *checkpoint_; }
   const LoadReport& load_report() const { return report_; }
 
-  // Runs one forward step. Validates first and touches nothing on error:
+  // Runs one forward step. The KV cache must live on the model's device. Validates first and
+  // touches nothing on error:
   //   INVALID_ARGUMENT: no sequences / no tokens, token id outside [0, vocab), negative
   //     num_cached, a block table too short for its positions, logits_for out of range, two new
   //     tokens mapping to the same cache slot, a KV cache of another shape;
@@ -88,6 +95,7 @@ class Model {
   };
   struct Plan;       // model_step.cc
   struct Workspace;  // model_step.cc
+  struct CudaState;  // model_cuda.h
 
   Model() = default;
   Status LoadLayer(int64_t layer, LayerWeights& out);
@@ -100,6 +108,8 @@ class Model {
   Status AttentionBlock(int64_t layer, const Plan& plan, KvCache& cache, Workspace& ws, float* hidden);
   Status MlpBlock(int64_t layer, const Plan& plan, Workspace& ws, float* hidden);
   Status Logits(const StepInput& input, const Plan& plan, const float* hidden, StepOutput& output);
+  Status LoadCuda();                                            // model_cuda_load.cc
+  Status StepCuda(const StepInput& input, StepOutput& output);  // model_cuda_step.cc
 
   std::unique_ptr<Checkpoint> checkpoint_;
   ModelConfig config_;
@@ -111,6 +121,7 @@ class Model {
   RopeKind rope_global_, rope_local_;
   UnitScratch scratch_;
   LoadReport report_;
+  std::unique_ptr<CudaState> cuda_;  // kCuda only
 };
 
 // Inverse rotary frequencies [rotary_dim / 2] computed in fp32 exactly as transformers'

@@ -50,6 +50,10 @@ Status Model::Validate(const StepInput& input) const {
                            std::to_string(kv.num_kv_heads) + ", head_dim " + std::to_string(kv.head_dim) +
                            ") does not match the model");
   }
+  if (input.kv_cache->device() != options_.device) {
+    return InvalidArgument(std::string("step: KV cache on ") + DeviceName(input.kv_cache->device()) + ", model on " +
+                           DeviceName(options_.device));
+  }
   if (input.sequences.empty()) return InvalidArgument("step: no sequences");
   std::vector<int64_t> slots;
   for (size_t s = 0; s < input.sequences.size(); ++s) {
@@ -220,6 +224,7 @@ Status Model::Logits(const StepInput& input, const Plan& plan, const float* hidd
 
 Status Model::Step(const StepInput& input, StepOutput& output) {
   DF11_RETURN_IF_ERROR(Validate(input));
+  if (options_.device == Device::kCuda) return StepCuda(input, output);
   const ModelConfig& c = config_;
   Plan plan;
   for (const SequenceInput& seq : input.sequences) {

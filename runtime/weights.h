@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda_ops.h"
 #include "kernels/status.h"
 #include "runtime/checkpoint.h"
 
@@ -48,6 +49,19 @@ class UnitScratch {
  private:
   std::vector<uint16_t> buffer_;
   const Df11Unit* loaded_ = nullptr;
+};
+
+// The device buffer (CUDA) DF11 units are decoded into just before use. Several models on one GPU
+// may share one (pass the same shared_ptr in their ModelOptions); it grows to the largest need.
+// Thread-safety: one Step at a time over all the models that share it.
+class DeviceScratch {
+ public:
+  Status Reserve(uint64_t bytes) { return buffer_.Reserve(bytes, "DF11 decode scratch"); }
+  uint16_t* data() const { return buffer_.as<uint16_t>(); }
+  uint64_t bytes() const { return buffer_.bytes(); }
+
+ private:
+  cuda::DeviceBuffer buffer_;
 };
 
 // The BF16 words of `w`: its plain tensor, or its slice of `scratch` (FAILED_PRECONDITION if the

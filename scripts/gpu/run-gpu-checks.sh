@@ -1,30 +1,78 @@
 #!/usr/bin/env bash
 # Runs every GPU test and benchmark on the GPU machine from a prebuilt bundle (nothing is built
 # there except, optionally, the reference DF11 kernel's PTX from a carried, never-committed copy).
+#
+# BUNDLE: built here with
+#   /work/shared/tools/bundle-libs BUNDLE build/tests/test_kernels build/tests/test_runtime \
+#       build/cli/df11 build/bench/df11_decode_bench build/bench/model_step_bench
+# (binaries: test_kernels test_runtime df11 df11_decode_bench model_step_bench)
+#
 # Usage (on the GPU machine, repository root): scripts/gpu/run-gpu-checks.sh BUNDLE_DIR [REF_DIR]
-# Writes logs and JSON under $OUT (default ./out).
+# Steps (each prints its wall time): GPU tests (test_kernels, test_runtime's CUDA tests),
+# compute-sanitizer on the decoder tests, decode benchmark, a Qwen3-8B-shaped random model
+# (BF16 + DF11, 16 cores), model_step_bench. Logs and JSON under $OUT (default ./out).
+# Environment: SKIP_DECODE_BENCH=1 skips the decoder benchmarks; WORK (default /tmp/df11-gpu)
+# holds the 8B models (~28 GB of disk).
 set -uo pipefail
 bundle=${1:?bundle dir}
 ref=${2:-}
 out=${OUT:-./out}
+work=${WORK:-/tmp/df11-gpu}
 mkdir -p "$out"
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 status=0
-echo "== GPU tests"
-"$bundle/run" test_kernels --gtest_brief=1 2>&1 | tee "$out/test_kernels.log" | tail -15 || status=1
+start_all=$(date +%s)
+step_start=0
+begin() { step_start=$(date +%s); echo "== $1"; }
+done_step() { echo "-- $1: $(( $(date +%s) - step_start )) s (total $(( $(date +%s) - start_all )) s)"; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+
+begin "test_kernels"
+"$bundle/run" test_kernels --gtest_brief=1 > "$out/test_kernels.log" 2>&1 || status=1
+tail -15 "$out/test_kernels.log"
+done_step test_kernels
+
+begin "test_runtime (CUDA tests)"
+"$bundle/run" test_runtime --gtest_brief=1 --gtest_filter='*Cuda*' > "$out/test_runtime_cuda.log" 2>&1 || status=1
+tail -25 "$out/test_runtime_cuda.log"
+done_step test_runtime
+
 if command -v compute-sanitizer >/dev/null; then
-  echo "== compute-sanitizer memcheck on the CUDA decoder tests"
+  begin "compute-sanitizer memcheck (decoder tests, one CUDA model test)"
   LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64" compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$bundle/bin/test_kernels" --gtest_filter='Df11Cuda.CorruptStreamsStayInBounds:Df11Cuda.RangesMatchCpu:Df11Cuda.SizesAroundBoundaries' \
+    "$bundle/bin/test_kernels" --gtest_filter='Df11Cuda.CorruptStreamsStayInBounds:Df11Cuda.RangesMatchCpu:Df11Cuda.SizesAroundBoundaries:CudaOps*' \
     > "$out/memcheck.log" 2>&1
-  echo "memcheck exit $?"; tail -4 "$out/memcheck.log"
+  echo "memcheck kernels exit $?"; tail -3 "$out/memcheck.log"
+  LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64" compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$bundle/bin/test_runtime" --gtest_filter='ModelCudaTest.RaggedBatchMatchesSequencesAlone:ModelCudaTest.RejectsBadInputs' \
+    > "$out/memcheck_model.log" 2>&1
+  echo "memcheck model exit $?"; tail -3 "$out/memcheck_model.log"
+  done_step memcheck
 fi
-ptx_arg=()
-if [ -n "$ref" ] && [ -f "$ref/decode.cu" ]; then
-  nvcc -O3 -ptx -arch=sm_90 "$ref/decode.cu" -o /tmp/ref_decode.ptx && ptx_arg=(--reference-ptx /tmp/ref_decode.ptx)
+
+if [ -z "${SKIP_DECODE_BENCH:-}" ]; then
+  ptx_arg=()
+  if [ -n "$ref" ] && [ -f "$ref/decode.cu" ]; then
+    nvcc -O3 -ptx -arch=sm_90 "$ref/decode.cu" -o /tmp/ref_decode.ptx && ptx_arg=(--reference-ptx /tmp/ref_decode.ptx)
+  fi
+  begin "decode benchmark"
+  "$bundle/run" df11_decode_bench "${ptx_arg[@]}" --json "$out/decode_bench.json" > "$out/decode_bench.log" 2>&1
+  tail -5 "$out/decode_bench.log"
+  done_step decode_bench
 fi
-echo "== decode benchmark"
-"$bundle/run" df11_decode_bench "${ptx_arg[@]}" --json "$out/decode_bench.json" 2>&1 | tee "$out/decode_bench.log"
-echo "== decode benchmark, 2 blocks/SM register variant"
-DF11_DECODE_MIN_BLOCKS=2 "$bundle/run" df11_decode_bench --json "$out/decode_bench_2blocks.json" 2>&1 | tee "$out/decode_bench_2blocks.log"
+
+begin "Qwen3-8B-shaped random model: BF16 + DF11"
+rm -rf "$work"; mkdir -p "$work"
+"$bundle/run" df11 random-model qwen3-8b "$work/bf16" --shards 4 > "$out/random_model.log" 2>&1 || status=1
+"$bundle/run" df11 compress "$work/bf16" "$work/df11" --threads 16 > "$out/compress.log" 2>&1 || status=1
+tail -3 "$out/compress.log"
+done_step model_creation
+
+begin "model_step_bench"
+"$bundle/run" model_step_bench "$work/bf16" "$work/df11" --json "$out/model_step_bench.json" \
+  2>&1 | tee "$out/model_step_bench.log" | tail -40 || status=1
+done_step model_step_bench
+
+rm -rf "$work"
+echo "== all done in $(( $(date +%s) - start_all )) s, status $status"
 exit $status

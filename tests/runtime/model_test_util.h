@@ -1,5 +1,6 @@
 // Test drivers of Model::Step: a single sequence (TestSession) or several in one ragged batch
-// (TestBatch), each owning a paged KV cache with 4-position blocks handed out in a scattered order.
+// (TestBatch), each owning a paged KV cache (on the model's device) with 4-position blocks handed
+// out in a scattered order.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,7 +25,9 @@ class TestBatch {
  public:
   TestBatch(Model& model, int64_t blocks_per_sequence, int64_t sequences)
       : model_(model),
-        cache_(KvCache::Create(model.config(), blocks_per_sequence * sequences, kTestBlockSize).value()),
+        cache_(KvCache::Create(model.config(), blocks_per_sequence * sequences, kTestBlockSize,
+                               model.load_report().device)
+                   .value()),
         cached_(sequences, 0),
         tables_(sequences) {
     for (int64_t s = 0; s < sequences; ++s) {

@@ -1,0 +1,217 @@
+// model_step_bench: forward-step latency of a BF16 model and its DF11 twin on the GPU.
+// Usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] [--prefill N]
+//                         [--batches 1,8,32,128]
+// Per model (loaded one after the other): every sequence first gets P (default 512) cached
+// positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
+// decode steps where sequences 0..B-1 each append one token at position P (the same work every
+// repetition), and one prefill of a fresh N-token prompt (default 2048). Each timed step is
+// Model::Step wall time up to logits on the host (it synchronizes), after 3 warm-up steps;
+// decompression time is the sum of CUDA events around the DF11 decode launches. Medians of
+// --reps (default 15, >= 10) runs. Prints a table and the DF11/BF16 ratio per batch size.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/model.h"
+
+namespace df11 {
+namespace {
+
+using json = nlohmann::json;
+
+struct Options {
+  std::string bf16_dir, df11_dir, json_out;
+  int reps = 15;
+  int64_t context = 512, prefill = 2048;
+  std::vector<int64_t> batches = {1, 8, 32, 128};
+};
+
+constexpr int64_t kBlockSize = 16;
+constexpr int kWarmup = 3;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "model_step_bench: %s\n", st.ToString().c_str());
+  return 1;
+}
+
+// Deterministic token ids in [1, vocab).
+std::vector<int32_t> Tokens(int64_t n, int64_t seed, int64_t vocab) {
+  std::vector<int32_t> t(n);
+  uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (auto& id : t) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<int32_t>(1 + (x >> 33) % (vocab - 1));
+  }
+  return t;
+}
+
+struct Timing {
+  double step_ms = 0, decompress_ms = 0;
+};
+
+// Runs `input` kWarmup + reps times; medians of step and decompression time.
+StatusOr<Timing> TimeStep(Model& model, const StepInput& input, int reps) {
+  std::vector<double> step, decomp;
+  for (int i = 0; i < kWarmup + reps; ++i) {
+    StepOutput out;
+    DF11_RETURN_IF_ERROR(model.Step(input, out));
+    if (i >= kWarmup) {
+      step.push_back(out.step_seconds * 1e3);
+      decomp.push_back(out.decompress_seconds * 1e3);
+    }
+  }
+  return Timing{Median(step), Median(decomp)};
+}
+
+StatusOr<json> BenchModel(const std::string& dir, const Options& o) {
+  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda}));
+  const ModelConfig& c = model->config();
+  const LoadReport& r = model->load_report();
+  const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  const int64_t ctx_blocks = (o.context + 1 + kBlockSize - 1) / kBlockSize;
+  const int64_t prefill_blocks = (o.prefill + kBlockSize - 1) / kBlockSize;
+  DF11_ASSIGN_OR_RETURN(KvCache cache, KvCache::Create(c, max_batch * ctx_blocks + prefill_blocks, kBlockSize,
+                                                       Device::kCuda));
+  std::vector<SequenceInput> seqs(max_batch);
+  for (int64_t s = 0; s < max_batch; ++s) {
+    for (int64_t b = 0; b < ctx_blocks; ++b) seqs[s].block_table.push_back(static_cast<int32_t>(s * ctx_blocks + b));
+  }
+  // Fill the context: 4 sequences of `context` tokens per prefill step.
+  std::printf("%s: filling %lld x %lld positions of KV\n", dir.c_str(), static_cast<long long>(max_batch),
+              static_cast<long long>(o.context));
+  for (int64_t s0 = 0; s0 < max_batch; s0 += 4) {
+    StepInput in;
+    in.kv_cache = &cache;
+    for (int64_t s = s0; s < std::min(max_batch, s0 + 4); ++s) {
+      SequenceInput seq = seqs[s];
+      seq.tokens = Tokens(o.context, s, c.vocab_size);
+      in.sequences.push_back(std::move(seq));
+    }
+    StepOutput out;
+    DF11_RETURN_IF_ERROR(model->Step(in, out));
+  }
+  json result = {{"dir", dir},
+                 {"df11", r.df11},
+                 {"weight_bytes", r.weight_bytes},
+                 {"bf16_weight_bytes", r.bf16_weight_bytes},
+                 {"scratch_bytes", r.scratch_bytes},
+                 {"kv_bytes", cache.bytes()},
+                 {"kv_bytes_per_sequence", KvCache::BytesPerBlock(c, kBlockSize, Device::kCuda) * ctx_blocks},
+                 {"load_seconds", r.load_seconds}};
+  for (int64_t batch : o.batches) {
+    StepInput in;
+    in.kv_cache = &cache;
+    for (int64_t s = 0; s < batch; ++s) {
+      SequenceInput seq = seqs[s];
+      seq.num_cached = o.context;
+      seq.tokens = Tokens(1, 1000 + s, c.vocab_size);
+      seq.logits_for = {0};
+      in.sequences.push_back(std::move(seq));
+    }
+    DF11_ASSIGN_OR_RETURN(const Timing t, TimeStep(*model, in, o.reps));
+    result["decode"].push_back({{"batch", batch},
+                                {"step_ms", t.step_ms},
+                                {"decompress_ms", t.decompress_ms},
+                                {"rest_ms", t.step_ms - t.decompress_ms},
+                                {"tokens_per_s", batch / (t.step_ms * 1e-3)}});
+    std::printf("  decode batch %4lld: %8.3f ms/step (decompress %7.3f, rest %7.3f)\n", static_cast<long long>(batch),
+                t.step_ms, t.decompress_ms, t.step_ms - t.decompress_ms);
+    std::fflush(stdout);
+  }
+  StepInput in;
+  in.kv_cache = &cache;
+  SequenceInput prompt;
+  prompt.tokens = Tokens(o.prefill, 77, c.vocab_size);
+  for (int64_t b = 0; b < prefill_blocks; ++b) prompt.block_table.push_back(static_cast<int32_t>(max_batch * ctx_blocks + b));
+  prompt.logits_for = {o.prefill - 1};
+  in.sequences.push_back(prompt);
+  DF11_ASSIGN_OR_RETURN(const Timing t, TimeStep(*model, in, o.reps));
+  result["prefill"] = {{"tokens", o.prefill},
+                       {"step_ms", t.step_ms},
+                       {"decompress_ms", t.decompress_ms},
+                       {"rest_ms", t.step_ms - t.decompress_ms},
+                       {"tokens_per_s", o.prefill / (t.step_ms * 1e-3)}};
+  std::printf("  prefill %lld tokens: %8.3f ms (decompress %7.3f), %.0f tokens/s\n", static_cast<long long>(o.prefill),
+              t.step_ms, t.decompress_ms, o.prefill / (t.step_ms * 1e-3));
+  return result;
+}
+
+bool ParseArgs(int argc, char** argv, Options& o) {
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--json") {
+      o.json_out = value();
+    } else if (a == "--reps") {
+      o.reps = std::max(10, std::atoi(value().c_str()));
+    } else if (a == "--context") {
+      o.context = std::atoll(value().c_str());
+    } else if (a == "--prefill") {
+      o.prefill = std::atoll(value().c_str());
+    } else if (a == "--batches") {
+      o.batches.clear();
+      std::stringstream in(value());
+      for (std::string item; std::getline(in, item, ',');) o.batches.push_back(std::atoll(item.c_str()));
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.size() != 2 || o.context < 1 || o.prefill < 1 || o.batches.empty()) return false;
+  o.bf16_dir = positional[0];
+  o.df11_dir = positional[1];
+  return std::all_of(o.batches.begin(), o.batches.end(), [](int64_t b) { return b >= 1; });
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  if (!ParseArgs(argc, argv, o)) {
+    std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
+                         "[--prefill N] [--batches 1,8,32,128]\n");
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return Fail(FailedPrecondition("no CUDA device"));
+  json out = {{"gpu", prop.name},
+              {"method", "Model::Step wall time to logits on host; median of reps after 3 warm-ups; decode at "
+                         "`context` cached positions of real KV per sequence"},
+              {"reps", o.reps},
+              {"context", o.context}};
+  auto bf16 = BenchModel(o.bf16_dir, o);
+  if (!bf16.ok()) return Fail(bf16.status());
+  auto df11 = BenchModel(o.df11_dir, o);
+  if (!df11.ok()) return Fail(df11.status());
+  out["bf16"] = *bf16;
+  out["df11"] = *df11;
+  std::printf("\n%-10s %12s %12s %12s %14s\n", "batch", "bf16 ms", "df11 ms", "df11/bf16", "df11 decomp ms");
+  for (size_t i = 0; i < o.batches.size(); ++i) {
+    const double a = (*bf16)["decode"][i]["step_ms"], b = (*df11)["decode"][i]["step_ms"];
+    const double d = (*df11)["decode"][i]["decompress_ms"];
+    out["ratio_df11_over_bf16"].push_back({{"batch", o.batches[i]}, {"ratio", b / a}});
+    std::printf("%-10lld %12.3f %12.3f %12.2f %14.3f\n", static_cast<long long>(o.batches[i]), a, b, b / a, d);
+  }
+  const double pa = (*bf16)["prefill"]["step_ms"], pb = (*df11)["prefill"]["step_ms"];
+  out["prefill_ratio_df11_over_bf16"] = pb / pa;
+  std::printf("%-10s %12.3f %12.3f %12.2f\n", "prefill", pa, pb, pb / pa);
+  std::printf("memory (GB): weights bf16 %.2f / df11 %.2f, scratch df11 %.2f, kv %.2f\n",
+              double((*bf16)["weight_bytes"]) / 1e9, double((*df11)["weight_bytes"]) / 1e9,
+              double((*df11)["scratch_bytes"]) / 1e9, double((*df11)["kv_bytes"]) / 1e9);
+  if (!o.json_out.empty()) std::ofstream(o.json_out) << out.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace df11
+
+int main(int argc, char** argv) { return df11::Main(argc, argv); }

@@ -1,0 +1,166 @@
+// CUDA ops of the forward step, twins of cpu_ops.h: plain functions over raw device buffers, no
+// knowledge of models or requests. Activations are BF16 words (uint16_t) between ops, as
+// transformers keeps them; norms, rope angles, softmax and accumulation run in fp32 and each op
+// rounds to BF16 where transformers' bf16 run rounds. Every launcher checks the launch
+// (cudaGetLastError) and returns a Status naming the kernel; all launches are asynchronous on
+// `stream`. No atomics: the same inputs give the same bits.
+// This header compiles without nvcc; the definitions exist only when DF11_HAVE_CUDA.
+// Shapes are row-major; "[T, N]" means T rows of N contiguous elements. All pointers are device
+// pointers unless the comment says host.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/df11_decode_cuda.h"  // GpuStream
+#include "kernels/status.h"
+
+namespace df11::cuda {
+
+// ---- memory, streams, timing ----
+
+// One device allocation (cudaMalloc, 256-byte aligned). Move-only; freed on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  // RESOURCE_EXHAUSTED (naming `what` and the size) when the device is out of memory.
+  static StatusOr<DeviceBuffer> Allocate(uint64_t bytes, const char* what);
+  // Grows to at least `bytes` (contents lost when it grows).
+  Status Reserve(uint64_t bytes, const char* what);
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+Status CopyToDevice(void* dst, const void* src, uint64_t bytes, GpuStream stream);  // async w.r.t. device
+Status CopyToHost(void* dst, const void* src, uint64_t bytes, GpuStream stream);    // waits for it
+Status FillZero(void* dst, uint64_t bytes, GpuStream stream);
+Status Synchronize(GpuStream stream);
+StatusOr<GpuStream> CreateStream();
+void DestroyStream(GpuStream stream);
+
+// Pairs of CUDA events around regions of a stream; Seconds() sums them after the stream synced.
+class EventTimer {
+ public:
+  EventTimer() = default;
+  ~EventTimer();
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  void Reset() { used_ = 0; }
+  Status Begin(GpuStream stream);
+  Status End(GpuStream stream);
+  StatusOr<double> Seconds() const;  // sum over Begin/End pairs since Reset
+
+ private:
+  std::vector<void*> events_;  // cudaEvent_t, created lazily; pairs (begin, end)
+  size_t used_ = 0;
+};
+
+// ---- ops ----
+
+// out[r] = bf16(x[r] * rsqrt(mean(x[r]^2) + eps) ...) per transformers:
+//   add_one (Gemma3RMSNorm): bf16(x * r * (1 + w))      (all fp32, one rounding)
+//   else (LlamaRMSNorm):     bf16(w * bf16(x * r))
+// x, out: [rows, dim] bf16, may alias; w: [dim] fp32 (BF16 values).
+Status RmsNorm(const uint16_t* x, const float* w, int64_t rows, int64_t dim, float eps, bool add_one, uint16_t* out,
+               GpuStream stream);
+
+// In place, x [T, num_heads, head_dim] bf16, neox rotation of the first rotary_dim elements of
+// each head: angle = float(positions[t]) * inv_freq[i] (fp32), cos/sin rounded to bf16, then
+// x1' = bf16(bf16(x1 c) - bf16(x2 s)), x2' = bf16(bf16(x2 c) + bf16(x1 s)) as transformers does.
+// positions: [T] int32; inv_freq: [rotary_dim / 2] fp32.
+Status ApplyRope(uint16_t* x, int64_t tokens, int64_t num_heads, int64_t head_dim, int64_t rotary_dim,
+                 const int32_t* positions, const float* inv_freq, GpuStream stream);
+
+enum class Activation { kSilu, kGeluTanh };
+// out[T, I] = bf16(bf16(act(gate)) * up); gate row t at gate + t * gate_stride, up likewise.
+Status GatedActivation(Activation act, const uint16_t* gate, int64_t gate_stride, const uint16_t* up,
+                       int64_t up_stride, int64_t tokens, int64_t inter, uint16_t* out, GpuStream stream);
+
+// x[i] = bf16(x[i] + y[i]) over n elements (the residual add).
+Status AddInPlace(uint16_t* x, const uint16_t* y, int64_t n, GpuStream stream);
+
+// y[T, N] = bf16(bias[N]) broadcast (bias fp32 holding BF16 values: exact). Used before a GEMM
+// with beta = 1 so the bias joins the fp32 accumulator and the result rounds once.
+Status BroadcastBias(const float* bias, int64_t tokens, int64_t n, uint16_t* y, GpuStream stream);
+
+// Column split of a fused projection: src [T, a + b + c] -> dst_a [T, a], dst_b [T, b], dst_c [T, c].
+Status SplitColumns(const uint16_t* src, int64_t tokens, int64_t a, int64_t b, int64_t c, uint16_t* dst_a,
+                    uint16_t* dst_b, uint16_t* dst_c, GpuStream stream);
+
+// out[t] = bf16(float(table[ids[t]]) * bf16(scale)); table [rows, hidden] bf16, ids [T] int32
+// (validated by the caller). transformers multiplies by the scale cast to bf16.
+Status EmbeddingGather(const uint16_t* table, const int32_t* ids, int64_t tokens, int64_t hidden, float scale,
+                       uint16_t* out, GpuStream stream);
+
+// out[r] = src[rows[r]] for r < num_rows; src [*, width] bf16, rows [num_rows] int32.
+Status GatherRows(const uint16_t* src, const int32_t* rows, int64_t num_rows, int64_t width, uint16_t* out,
+                  GpuStream stream);
+
+// A layer of the paged KV cache on the device: K and V pools [num_blocks, block_size,
+// num_kv_heads, head_dim] bf16 (the layout of cpu::PagedKvLayer, in bf16).
+struct PagedKvLayer {
+  uint16_t* k = nullptr;
+  uint16_t* v = nullptr;
+  int64_t num_blocks = 0;
+  int64_t block_size = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+// The ragged batch as device arrays (FlashInfer-style): token t belongs to sequence
+// token_seq[t] and sits at position positions[t]; sequence s's block table is
+// tables[table_begin[s] .. ), covering positions [0, its last new position]. All int32.
+// Callers validate block ids and positions.
+struct BatchLayout {
+  int64_t num_tokens = 0;
+  const int32_t* positions = nullptr;    // [T]
+  const int32_t* token_seq = nullptr;    // [T]
+  const int32_t* table_begin = nullptr;  // [S]
+  const int32_t* tables = nullptr;       // [sum of block table lengths]
+};
+
+// Stores k, v [T, num_kv_heads, head_dim] bf16 into the slots of each token's position.
+// Contract: no two tokens map to the same slot.
+Status WriteKv(const PagedKvLayer& cache, const BatchLayout& batch, const uint16_t* k, const uint16_t* v,
+               GpuStream stream);
+
+struct AttentionParams {
+  int64_t num_heads = 0;       // query heads, a multiple of num_kv_heads (GQA)
+  float scale = 1.0f;          // applied to q·k (fp32)
+  int64_t sliding_window = 0;  // > 0: position p sees keys j with p - j < sliding_window
+  float softcap = 0.0f;        // > 0: scores = softcap * tanh(scores / softcap)
+};
+// Causal attention of every token over its sequence's cached keys [first, position] (the cache
+// must already hold the new tokens): out [T, num_heads, head_dim] bf16 from q of the same shape.
+// fp32 scores, online softmax with a fixed key order, fp32 accumulation, one rounding at the end.
+// head_dim <= 256.
+Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
+                      const uint16_t* q, uint16_t* out, GpuStream stream);
+
+#if !DF11_HAVE_CUDA
+// Without CUDA a DeviceBuffer can be held (e.g. by a CPU KvCache) but never allocated.
+inline DeviceBuffer::~DeviceBuffer() = default;
+inline DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept {}
+inline DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept { return *this; }
+inline StatusOr<DeviceBuffer> DeviceBuffer::Allocate(uint64_t, const char* what) {
+  return Unimplemented(std::string(what) + ": this build has no CUDA");
+}
+inline Status DeviceBuffer::Reserve(uint64_t, const char* what) {
+  return Unimplemented(std::string(what) + ": this build has no CUDA");
+}
+#endif
+
+}  // namespace df11::cuda

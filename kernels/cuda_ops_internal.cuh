@@ -1,0 +1,42 @@
+// Device helpers shared by the CUDA op files (BF16 rounding, block reductions, launch checks).
+// Included only by .cu files.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/status.h"
+
+namespace df11::cuda {
+
+// Status of a CUDA call / of the last launch, naming `what` (INTERNAL; RESOURCE_EXHAUSTED for OOM).
+Status CheckCuda(cudaError_t err, const char* what);
+Status CheckLaunch(const char* kernel);
+
+__device__ __forceinline__ float Bf16ToFloat(uint16_t w) { return __uint_as_float(static_cast<uint32_t>(w) << 16); }
+__device__ __forceinline__ uint16_t FloatToBf16(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+// f rounded to the nearest BF16 value, kept as fp32.
+__device__ __forceinline__ float RoundBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, d);
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32), fixed order; every thread gets the result.
+// `scratch` holds 32 floats of shared memory.
+__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = WarpSum(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = 0;
+  for (int w = 0; w < warps; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+
+}  // namespace df11::cuda

@@ -1,0 +1,261 @@
+// CUDA ops (kernels/cuda_ops.h, cuda_gemm.h) against their CPU twins (kernels/cpu_ops.h) on random
+// data: inputs are BF16 values, so both sides see the same numbers; the GPU rounds to BF16 where
+// transformers' bf16 run does, hence relative tolerances of a few BF16 ulps. Copies, gathers and
+// the residual add are checked bit for bit. Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu_ops.h"
+
+#ifdef DF11_HAVE_CUDA
+#include "kernels/cuda_gemm.h"
+#include "kernels/cuda_ops.h"
+#include "kernels/df11_decode_cuda.h"
+#endif
+
+namespace df11 {
+namespace {
+
+#ifndef DF11_HAVE_CUDA
+TEST(CudaOps, MatchCpu) { GTEST_SKIP() << "built without CUDA (nvcc not found): CUDA ops not tested"; }
+#else
+
+#define REQUIRE_GPU() \
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device: CUDA ops not tested here"
+
+using cpu::Bf16ToFloat;
+using cpu::FloatToBf16;
+
+// n random BF16 words with values ~ N(0, stddev).
+std::vector<uint16_t> RandomBf16(size_t n, uint32_t seed, float stddev = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, stddev);
+  std::vector<uint16_t> v(n);
+  for (auto& w : v) w = FloatToBf16(dist(rng));
+  return v;
+}
+std::vector<float> ToFloat(const std::vector<uint16_t>& v) {
+  std::vector<float> f(v.size());
+  for (size_t i = 0; i < v.size(); ++i) f[i] = Bf16ToFloat(v[i]);
+  return f;
+}
+
+// A device copy of a host vector.
+template <typename T>
+cuda::DeviceBuffer Upload(const std::vector<T>& host) {
+  auto buf = cuda::DeviceBuffer::Allocate(host.size() * sizeof(T) + 256, "test");
+  EXPECT_TRUE(buf.ok()) << buf.status().ToString();
+  EXPECT_TRUE(cuda::CopyToDevice(buf->data(), host.data(), host.size() * sizeof(T), nullptr).ok());
+  EXPECT_TRUE(cuda::Synchronize(nullptr).ok());  // later work may run on another stream
+  return std::move(buf).value();
+}
+template <typename T>
+std::vector<T> Download(const cuda::DeviceBuffer& buf, size_t n) {
+  std::vector<T> host(n);
+  const Status st = cuda::CopyToHost(host.data(), buf.data(), n * sizeof(T), nullptr);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return host;
+}
+
+// max |got - want| / max |want|
+double RelError(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num = std::max(num, std::fabs(double(got[i]) - want[i]));
+    den = std::max(den, std::fabs(double(want[i])));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+TEST(CudaOps, RmsNormMatchesCpu) {
+  REQUIRE_GPU();
+  for (bool add_one : {false, true}) {
+    const int64_t rows = 37, dim = 200;
+    const auto x = RandomBf16(rows * dim, 1, 3.0f);
+    const auto w = ToFloat(RandomBf16(dim, 2, 0.5f));
+    std::vector<float> want(rows * dim);
+    cpu::RmsNorm(ToFloat(x).data(), w.data(), rows, dim, 1e-6f, add_one, want.data(), 1);
+    auto dx = Upload(x);
+    auto dw = Upload(w);
+    ASSERT_TRUE(cuda::RmsNorm(dx.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one, dx.as<uint16_t>(), nullptr).ok());
+    EXPECT_LE(RelError(ToFloat(Download<uint16_t>(dx, rows * dim)), want), 1e-2) << "add_one " << add_one;
+  }
+}
+
+TEST(CudaOps, RopeMatchesCpu) {
+  REQUIRE_GPU();
+  const int64_t tokens = 9, heads = 3, head_dim = 64, rotary = 48;  // partial rotary
+  std::vector<float> inv_freq(rotary / 2);
+  for (int64_t i = 0; i < rotary / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / rotary);
+  const std::vector<int64_t> positions = {0, 1, 2, 7, 100, 101, 511, 4000, 3};
+  const std::vector<int32_t> positions32(positions.begin(), positions.end());
+  const auto x = RandomBf16(tokens * heads * head_dim, 3);
+  std::vector<float> cos(tokens * rotary / 2), sin(tokens * rotary / 2), want = ToFloat(x);
+  cpu::RopeTables(inv_freq, positions, cos.data(), sin.data());
+  cpu::ApplyRope(want.data(), tokens, heads, head_dim, rotary, cos.data(), sin.data(), 1);
+  auto dx = Upload(x);
+  auto dpos = Upload(positions32);
+  auto dfreq = Upload(inv_freq);
+  ASSERT_TRUE(cuda::ApplyRope(dx.as<uint16_t>(), tokens, heads, head_dim, rotary, dpos.as<int32_t>(), dfreq.as<float>(),
+                              nullptr).ok());
+  const auto got = ToFloat(Download<uint16_t>(dx, x.size()));
+  EXPECT_LE(RelError(got, want), 2e-2);
+  for (int64_t t = 0; t < tokens; ++t) {  // the unrotated tail passes through bit for bit
+    for (int64_t i = rotary; i < head_dim; ++i) EXPECT_EQ(got[t * heads * head_dim + i], want[t * heads * head_dim + i]);
+  }
+}
+
+TEST(CudaOps, GatedActivationMatchesCpu) {
+  REQUIRE_GPU();
+  const int64_t tokens = 5, inter = 300;
+  const auto gate_up = RandomBf16(tokens * 2 * inter, 4, 2.0f);  // fused layout: gate | up per row
+  for (auto [g, c] : {std::pair{cuda::Activation::kSilu, cpu::Activation::kSilu},
+                      std::pair{cuda::Activation::kGeluTanh, cpu::Activation::kGeluTanh}}) {
+    const auto f = ToFloat(gate_up);
+    std::vector<float> want(tokens * inter);
+    cpu::GatedActivation(c, f.data(), 2 * inter, f.data() + inter, 2 * inter, tokens, inter, want.data(), 1);
+    auto d = Upload(gate_up);
+    auto out = Upload(std::vector<uint16_t>(tokens * inter, 0xFFFF));
+    ASSERT_TRUE(cuda::GatedActivation(g, d.as<uint16_t>(), 2 * inter, d.as<uint16_t>() + inter, 2 * inter, tokens, inter,
+                                      out.as<uint16_t>(), nullptr).ok());
+    EXPECT_LE(RelError(ToFloat(Download<uint16_t>(out, tokens * inter)), want), 1e-2);
+  }
+}
+
+TEST(CudaOps, CopiesGathersAndAddAreExact) {
+  REQUIRE_GPU();
+  const int64_t rows = 6, width = 40, vocab = 50;
+  const auto table = RandomBf16(vocab * width, 5);
+  const std::vector<int32_t> ids = {3, 0, 49, 3, 17, 8};
+  auto dtable = Upload(table);
+  auto dids = Upload(ids);
+  auto out = Upload(std::vector<uint16_t>(rows * width, 0xFFFF));
+  ASSERT_TRUE(cuda::EmbeddingGather(dtable.as<uint16_t>(), dids.as<int32_t>(), rows, width, 8.0f, out.as<uint16_t>(),
+                                    nullptr).ok());
+  auto got = Download<uint16_t>(out, rows * width);
+  std::vector<float> gathered(rows * width);
+  cpu::EmbeddingGather(table.data(), ids, width, 8.0f, gathered.data());  // x8 is exact
+  for (int64_t i = 0; i < rows * width; ++i) ASSERT_EQ(got[i], FloatToBf16(gathered[i])) << i;
+  ASSERT_TRUE(cuda::GatherRows(dtable.as<uint16_t>(), dids.as<int32_t>(), rows, width, out.as<uint16_t>(), nullptr).ok());
+  got = Download<uint16_t>(out, rows * width);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < width; ++i) ASSERT_EQ(got[r * width + i], table[ids[r] * width + i]);
+  }
+  const auto y = RandomBf16(rows * width, 6);
+  auto dy = Upload(y);
+  ASSERT_TRUE(cuda::AddInPlace(out.as<uint16_t>(), dy.as<uint16_t>(), rows * width, nullptr).ok());
+  const auto sum = Download<uint16_t>(out, rows * width);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < width; ++i) {
+      const int64_t k = r * width + i;
+      ASSERT_EQ(sum[k], FloatToBf16(Bf16ToFloat(table[ids[r] * width + i]) + Bf16ToFloat(y[k])));
+    }
+  }
+  // Split of a fused [T, 3 + 2 + 4] projection.
+  const auto fused = RandomBf16(rows * 9, 7);
+  auto dfused = Upload(fused);
+  auto a = Upload(std::vector<uint16_t>(rows * 3)), b = Upload(std::vector<uint16_t>(rows * 2)),
+       c = Upload(std::vector<uint16_t>(rows * 4));
+  ASSERT_TRUE(cuda::SplitColumns(dfused.as<uint16_t>(), rows, 3, 2, 4, a.as<uint16_t>(), b.as<uint16_t>(),
+                                 c.as<uint16_t>(), nullptr).ok());
+  const auto ha = Download<uint16_t>(a, rows * 3), hb = Download<uint16_t>(b, rows * 2), hc = Download<uint16_t>(c, rows * 4);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int i = 0; i < 9; ++i) {
+      const uint16_t got_v = i < 3 ? ha[r * 3 + i] : i < 5 ? hb[r * 2 + i - 3] : hc[r * 4 + i - 5];
+      ASSERT_EQ(got_v, fused[r * 9 + i]);
+    }
+  }
+}
+
+// Paged attention over a ragged batch (prefill + decode, GQA, sliding window, softcap) vs the CPU.
+TEST(CudaOps, PagedAttentionMatchesCpu) {
+  REQUIRE_GPU();
+  const int64_t kv_heads = 2, heads = 6, head_dim = 80, block_size = 4, num_blocks = 40;
+  // Sequences: (first position, new tokens, block table) with scattered blocks.
+  struct Seq {
+    int64_t first, n;
+    std::vector<int32_t> table;
+  };
+  const std::vector<Seq> seqs = {{0, 13, {7, 2, 30, 11}}, {70, 1, {}}, {5, 3, {1, 3}}};
+  std::vector<Seq> s = seqs;
+  for (int32_t b = 12; s[1].table.size() < 18; ++b) s[1].table.push_back(b);  // 71 positions
+  int64_t T = 0;
+  std::vector<cpu::AttentionSequence> cpu_seqs;
+  std::vector<int32_t> positions, token_seq, table_begin, tables;
+  for (size_t i = 0; i < s.size(); ++i) {
+    cpu_seqs.push_back({T, s[i].n, s[i].first, s[i].table});
+    table_begin.push_back(static_cast<int32_t>(tables.size()));
+    tables.insert(tables.end(), s[i].table.begin(), s[i].table.end());
+    for (int64_t j = 0; j < s[i].n; ++j) {
+      positions.push_back(static_cast<int32_t>(s[i].first + j));
+      token_seq.push_back(static_cast<int32_t>(i));
+    }
+    T += s[i].n;
+  }
+  const int64_t pool = num_blocks * block_size * kv_heads * head_dim;
+  const auto k_pool = RandomBf16(pool, 8), v_pool = RandomBf16(pool, 9);  // history for cached positions
+  const auto k_new = RandomBf16(T * kv_heads * head_dim, 10), v_new = RandomBf16(T * kv_heads * head_dim, 11);
+  const auto q = RandomBf16(T * heads * head_dim, 12);
+  for (auto [window, softcap] : {std::pair<int64_t, float>{0, 0.0f}, {5, 0.0f}, {0, 2.0f}}) {
+    std::vector<float> ck = ToFloat(k_pool), cv = ToFloat(v_pool);
+    const cpu::PagedKvLayer cpu_cache{ck.data(), cv.data(), num_blocks, block_size, kv_heads, head_dim};
+    cpu::WriteKv(cpu_cache, cpu_seqs, ToFloat(k_new).data(), ToFloat(v_new).data(), 1);
+    std::vector<float> want(T * heads * head_dim);
+    const float scale = 1.0f / std::sqrt(float(head_dim));
+    cpu::PagedAttention(cpu_cache, cpu_seqs, {heads, scale, window, softcap}, ToFloat(q).data(), want.data(), 1);
+
+    auto dk = Upload(k_pool), dv = Upload(v_pool), dkn = Upload(k_new), dvn = Upload(v_new), dq = Upload(q);
+    auto dpos = Upload(positions), dseq = Upload(token_seq), dbegin = Upload(table_begin), dtables = Upload(tables);
+    auto out = Upload(std::vector<uint16_t>(T * heads * head_dim, 0xFFFF));
+    const cuda::PagedKvLayer cache{dk.as<uint16_t>(), dv.as<uint16_t>(), num_blocks, block_size, kv_heads, head_dim};
+    const cuda::BatchLayout batch{T, dpos.as<int32_t>(), dseq.as<int32_t>(), dbegin.as<int32_t>(), dtables.as<int32_t>()};
+    ASSERT_TRUE(cuda::WriteKv(cache, batch, dkn.as<uint16_t>(), dvn.as<uint16_t>(), nullptr).ok());
+    ASSERT_TRUE(
+        cuda::PagedAttention(cache, batch, {heads, scale, window, softcap}, dq.as<uint16_t>(), out.as<uint16_t>(), nullptr)
+            .ok());
+    EXPECT_LE(RelError(ToFloat(Download<uint16_t>(out, want.size())), want), 1e-2)
+        << "window " << window << " softcap " << softcap;
+    EXPECT_EQ(Download<uint16_t>(dk, pool), [&] {  // the cache holds exactly the written keys
+      std::vector<uint16_t> k(pool);
+      for (int64_t i = 0; i < pool; ++i) k[i] = FloatToBf16(ck[i]);
+      return k;
+    }());
+  }
+}
+
+// cuBLAS GEMM (+bias through accumulate) vs the CPU matmul, and the same bits whether W sits in
+// its own allocation or at a 256-byte-aligned offset inside a larger buffer (the DF11 scratch).
+TEST(CudaOps, GemmMatchesCpuAndIsPlacementIndependent) {
+  REQUIRE_GPU();
+  const int64_t tokens = 7, n = 96, k = 256;
+  const auto x = RandomBf16(tokens * k, 13), w = RandomBf16(n * k, 14, 0.05f);
+  const auto bias = ToFloat(RandomBf16(n, 15));
+  std::vector<float> want(tokens * n);
+  cpu::MatmulBf16(ToFloat(x).data(), w.data(), bias.data(), tokens, n, k, want.data(), 1);
+  auto stream = cuda::CreateStream();
+  ASSERT_TRUE(stream.ok());
+  cuda::GemmHandle gemm;
+  ASSERT_TRUE(gemm.Init(*stream).ok());
+  auto dx = Upload(x), dw = Upload(w), dbias = Upload(bias);
+  std::vector<uint16_t> big(n * k + 128 * 3, 0);
+  std::copy(w.begin(), w.end(), big.begin() + 128 * 3);
+  auto dbig = Upload(big);
+  auto y1 = Upload(std::vector<uint16_t>(tokens * n)), y2 = Upload(std::vector<uint16_t>(tokens * n));
+  for (auto [weights, y] : {std::pair{dw.as<uint16_t>(), &y1}, std::pair{dbig.as<uint16_t>() + 128 * 3, &y2}}) {
+    ASSERT_TRUE(cuda::BroadcastBias(dbias.as<float>(), tokens, n, y->as<uint16_t>(), *stream).ok());
+    ASSERT_TRUE(gemm.Gemm(dx.as<uint16_t>(), weights, tokens, n, k, true, y->as<uint16_t>()).ok());
+  }
+  ASSERT_TRUE(cuda::Synchronize(*stream).ok());
+  const auto got1 = Download<uint16_t>(y1, tokens * n), got2 = Download<uint16_t>(y2, tokens * n);
+  EXPECT_EQ(got1, got2);
+  EXPECT_LE(RelError(ToFloat(got1), want), 1e-2);
+  cuda::DestroyStream(*stream);
+}
+
+#endif  // DF11_HAVE_CUDA
+
+}  // namespace
+}  // namespace df11
