@@ -4,10 +4,12 @@
 Drives `--streams` concurrent Generate streams (token-id prompts, greedy, ignore_eos) for
 `--seconds` per phase, first without scraping, then with one thread fetching /metrics back to back,
 and prints one JSON object: tokens/s of each phase, scrapes/s, and the relative difference.
-A benchmark, not a test (issue 7: scraping must not slow generation measurably).
+A benchmark, not a test (issue 7: scraping must not slow generation measurably). Run it on an
+otherwise idle machine: the scraper, the Python client and a CPU-backend engine share the cores, so
+on a busy or small machine the difference measures CPU contention, not the exporter.
 
 usage: bench/metrics_scrape_bench.py --grpc 127.0.0.1:50051 --metrics http://127.0.0.1:8000/metrics \
-           --model NAME [--streams 100] [--max-tokens 128] [--seconds 20]
+           --model NAME [--streams 100] [--max-tokens 128] [--seconds 20] [--scrape-interval 0]
 Needs Debian python3-grpcio and protobuf-compiler-grpc (stubs are generated from proto/df11.proto).
 """
 import argparse
@@ -27,6 +29,7 @@ def run_phase(client, args, scrape):
     stop = threading.Event()
     tokens = [0] * args.streams
     scrapes = [0]
+    scrape_seconds = []
 
     def stream(i):
         prompt = [(i * 7 + k) % 200 + 1 for k in range(16)]
@@ -35,8 +38,10 @@ def run_phase(client, args, scrape):
                 tokens[i] += len(response.token_ids)
 
     def scraper():
-        while not stop.is_set():
+        while not stop.wait(args.scrape_interval):
+            begin = time.time()
             urllib.request.urlopen(args.metrics, timeout=10).read()
+            scrape_seconds.append(time.time() - begin)
             scrapes[0] += 1
 
     threads = [threading.Thread(target=stream, args=(i,)) for i in range(args.streams)]
@@ -51,7 +56,8 @@ def run_phase(client, args, scrape):
     stop.set()
     for t in threads:
         t.join()
-    return (end_tokens - start_tokens) / elapsed, (end_scrapes - start_scrapes) / elapsed
+    mean_ms = 1000 * sum(scrape_seconds) / len(scrape_seconds) if scrape_seconds else None
+    return (end_tokens - start_tokens) / elapsed, (end_scrapes - start_scrapes) / elapsed, mean_ms
 
 
 def main():
@@ -63,15 +69,17 @@ def main():
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--warmup", type=float, default=3)
+    p.add_argument("--scrape-interval", type=float, default=0, help="seconds between scrapes (0 = back to back)")
     args = p.parse_args()
     client = df11_client.Client(ROOT, args.grpc)
     df11_client.wait_serving(client, args.model)
-    base, _ = run_phase(client, args, scrape=False)
-    scraped, scrapes_per_s = run_phase(client, args, scrape=True)
+    base, _, _ = run_phase(client, args, scrape=False)
+    scraped, scrapes_per_s, scrape_ms = run_phase(client, args, scrape=True)
     print(json.dumps({
         "streams": args.streams, "max_tokens": args.max_tokens, "seconds": args.seconds,
         "tokens_per_s_without_scrape": round(base, 1), "tokens_per_s_with_scrape": round(scraped, 1),
-        "scrapes_per_s": round(scrapes_per_s, 1),
+        "scrape_interval": args.scrape_interval, "scrapes_per_s": round(scrapes_per_s, 1),
+        "scrape_ms_mean": round(scrape_ms, 3) if scrape_ms else None,
         "relative_change": round((scraped - base) / base, 4) if base else None,
     }))
 
