@@ -76,9 +76,19 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
       if (state->finish_called || state->finish_status) return;
       if (!event.finished || event.finish_reason == FinishReason::kStop || event.finish_reason == FinishReason::kLength ||
           event.finish_reason == FinishReason::kEos) {
-        state->queue.emplace_back();
+        pb::GenerateResponse message;
         FillResponse(event, state->log.client_request_id.empty() ? std::to_string(event.id) : state->log.client_request_id,
-                     &state->queue.back());
+                     &message);
+        if (state->queue.empty()) {
+          state->queue.push_back(std::move(message));
+        } else {
+          // A slow client: coalesce into the message still waiting, so memory stays bounded by
+          // the request's output rather than by the number of engine steps.
+          pb::GenerateResponse& waiting = state->queue.back();
+          waiting.mutable_text()->append(message.text());
+          message.clear_text();
+          waiting.MergeFrom(message);
+        }
       }
       if (event.finished) {
         state->finish_status = FinalStatus(event);

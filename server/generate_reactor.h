@@ -2,8 +2,9 @@
 //
 // Flow: the RPC thread validates and translates the request, Submit()s it to the engine with an
 // EventSink, and returns. The sink runs on the engine thread: it appends the event's message to
-// this stream's queue and, when no write is in flight, starts one — it never blocks. OnWriteDone
-// starts the next write; after the final event's message the call finishes with its status.
+// this stream's queue (merged into the waiting message when the client is slow, so memory is
+// bounded by the output, not the step count) and, when no write is in flight, starts one — it
+// never blocks. OnWriteDone starts the next write; after the final event's message the call finishes with its status.
 // Client cancel or deadline (OnCancel) -> Engine::Cancel, which frees the request's KV blocks.
 //
 // Lifetime: the reactor deletes itself in OnDone. The sink holds only a shared StreamState, so

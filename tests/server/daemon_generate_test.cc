@@ -174,6 +174,25 @@ TEST_F(DaemonGenerateTest, ClientCancelFreesKvBlocks) {
   EXPECT_EQ(used, 0);
 }
 
+TEST_F(DaemonGenerateTest, SlowClientGetsEveryTokenInFewerMessages) {
+  auto stub = Stub();
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, TextRequest("tiny", "slow reader", 300));
+  pb::GenerateResponse msg;
+  std::vector<int32_t> ids;
+  int messages = 0;
+  while (reader->Read(&msg)) {
+    if (messages++ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the engine runs ahead
+    ids.insert(ids.end(), msg.token_ids().begin(), msg.token_ids().end());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(ids.size(), 300u);
+  EXPECT_LT(messages, 300) << "deltas queued behind a slow client are merged";
+  EXPECT_EQ(msg.finish_reason(), pb::FINISH_REASON_LENGTH);
+  StreamResult fast = Collect(*stub, TextRequest("tiny", "slow reader", 300));
+  EXPECT_EQ(fast.token_ids, ids);
+}
+
 TEST_F(DaemonGenerateTest, ClientDeadlineEndsTheStream) {
   auto stub = Stub();
   auto start = std::chrono::steady_clock::now();

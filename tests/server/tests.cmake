@@ -3,10 +3,11 @@ if(TARGET test_server AND TARGET df11d)
   target_compile_definitions(test_server PRIVATE DF11D_PATH="$<TARGET_FILE:df11d>")
   add_dependencies(test_server df11d)
   find_program(DF11_PROTOC_FOR_PYTHON protoc)
-  find_package(Python3 COMPONENTS Interpreter)
-  if(DF11_PROTOC_FOR_PYTHON AND Python3_Interpreter_FOUND)
+  # Debian's interpreter: python3-grpcio and python3-protobuf live in its dist-packages.
+  find_program(DF11_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  if(DF11_PROTOC_FOR_PYTHON AND DF11_SYSTEM_PYTHON3)
     add_test(NAME server_python_client
-             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/python_client_test.py
+             COMMAND ${DF11_SYSTEM_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/python_client_test.py
                      --df11d $<TARGET_FILE:df11d> --df11 $<TARGET_FILE:df11> --protoc ${DF11_PROTOC_FOR_PYTHON}
                      --proto-root ${PROJECT_SOURCE_DIR} --tokenizer ${DF11_TEST_FIXTURES}/tiny-tokenizer)
     set_tests_properties(server_python_client PROPERTIES TIMEOUT 120)
