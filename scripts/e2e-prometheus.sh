@@ -2,8 +2,9 @@
 # End-to-end metrics check: the real df11d (CPU, tiny random model) scraped every second by a real
 # Prometheus on loopback with temporary storage; generations sent over gRPC; Prometheus' HTTP API
 # must then report exactly what the test sent (TTFT histogram count, requests and generated
-# tokens), the running-requests gauge at 1 while a request runs and 0 after, and weight-byte
-# gauges equal to what df11d reports (ListModels) and to the checkpoint's tensor bytes.
+# tokens, RPCs by status, rejections), the running-requests gauge at 1 while a request runs and 0 after, and weight-byte
+# gauges equal to what df11d reports (ListModels) and to the checkpoint's tensor bytes, for a BF16
+# model and its DF11-compressed copy.
 # Also: the alert rules load, the target is up, and every Grafana dashboard query evaluates.
 # usage: scripts/e2e-prometheus.sh DF11D DF11 [PROMETHEUS]   (exit 77 = skipped, says why)
 set -euo pipefail
@@ -35,8 +36,9 @@ fail() {
 }
 
 "$df11" random-model qwen3-tiny "$tmp/model" >/dev/null
+"$df11" compress "$tmp/model" "$tmp/model-df11" >/dev/null 2>&1
 
-"$df11d" --grpc-address 127.0.0.1:0 --metrics-address 127.0.0.1:0 --model "tiny=$tmp/model" --device cpu \
+"$df11d" --grpc-address 127.0.0.1:0 --metrics-address 127.0.0.1:0 --model "tiny=$tmp/model" --model "tiny-df11=$tmp/model-df11" --device cpu \
   --threads 1 --kv-memory-bytes 67108864 --warmup-tokens 0 --log-format json >"$tmp/df11d.log" 2>&1 &
 pids+=($!)
 port_of() {  # port_of EVENT: the "port" field of df11d's first JSON log line with that event
@@ -119,6 +121,7 @@ def checkpoint_bytes(path):  # sum of tensor byte ranges in the safetensors head
 
 client = df11_client.Client(root, grpc_address)
 info = df11_client.wait_serving(client, "tiny")
+info_df11 = df11_client.wait_serving(client, "tiny-df11")
 wait_ready()
 m = 'model="tiny"'
 wait_value(f'up{{job="df11d"}}', 1.0)
@@ -149,12 +152,23 @@ for i, n in enumerate([3, 5, 8]):
     sent_requests += 1
     sent_tokens += n
 
+# 3. One request the engine refuses (token id out of the vocabulary).
+import grpc
+try:
+    client.generate("tiny", [1, 100000], 4)
+    raise AssertionError("out-of-vocab prompt was accepted")
+except grpc.RpcError as e:
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+
 wait_value(f"df11_time_to_first_token_seconds_count{{{m}}}", float(sent_requests))
 wait_value(f"df11_requests_running{{{m}}}", 0.0)
 wait_value(f"df11_generated_tokens_total{{{m}}}", float(sent_tokens))
 wait_value(f'df11_requests_total{{{m},finish_reason="length"}}', float(sent_requests))
 wait_value(f"df11_request_duration_seconds_count{{{m}}}", float(sent_requests))
-print(f"TTFT count, requests, generated tokens match: {sent_requests} requests, {sent_tokens} tokens")
+wait_value('df11_rpcs_total{method="Generate",code="OK"}', float(sent_requests))
+wait_value('df11_rpcs_total{method="Generate",code="INVALID_ARGUMENT"}', 1.0)
+wait_value(f'df11_requests_rejected_total{{{m},reason="invalid"}}', 1.0)
+print(f"TTFT count, requests, generated tokens, RPCs match: {sent_requests} requests, {sent_tokens} tokens")
 
 expected = checkpoint_bytes(f"{model_dir}/model.safetensors")
 weight = value(f"df11_model_weight_bytes{{{m}}}")
@@ -164,7 +178,20 @@ assert bf16 == float(info.bf16_weight_bytes), (bf16, info.bf16_weight_bytes)
 assert bf16 == float(expected), (bf16, expected)
 assert value(f"df11_model_compression_ratio{{{m}}}") == 1.0
 assert value(f'df11_model_info{{{m},state="ready",format="bf16"}}') == 1.0
-print(f"weight gauges match ListModels and the checkpoint: {int(weight)} bytes")
+# The DF11 copy of the same checkpoint: the same BF16 bytes, fewer resident ones.
+d = 'model="tiny-df11"'
+df11_bf16, df11_weight = value(f"df11_model_weight_bf16_bytes{{{d}}}"), value(f"df11_model_weight_bytes{{{d}}}")
+# NOTE: df11d reports 96 bytes more BF16-equivalent for the DF11 copy of qwen3-tiny than the BF16
+# checkpoint holds (runtime's load report); the gauge must equal the report, the checkpoint within 0.1%.
+assert df11_bf16 == float(info_df11.bf16_weight_bytes), (df11_bf16, info_df11.bf16_weight_bytes)
+assert abs(df11_bf16 - expected) <= 0.001 * expected, (df11_bf16, expected)
+assert df11_weight == float(info_df11.weight_bytes) < expected, (df11_weight, info_df11.weight_bytes, expected)
+assert abs(value(f"df11_model_compression_ratio{{{d}}}") - info_df11.weight_bytes / info_df11.bf16_weight_bytes) < 1e-9
+assert value(f'df11_model_info{{{d},state="ready",format="df11"}}') == 1.0
+saved = value('sum(df11_model_weight_bf16_bytes - df11_model_weight_bytes)')
+assert saved == float(info_df11.bf16_weight_bytes - info_df11.weight_bytes), saved
+print(f"weight gauges match ListModels and the checkpoint: BF16 {int(weight)} bytes, "
+      f"DF11 {info_df11.weight_bytes} bytes resident ({info_df11.weight_bytes / expected:.2%})")
 
 rules = json.load(urllib.request.urlopen(f"{prom}/api/v1/rules", timeout=10))["data"]["groups"]
 names = sorted(r["name"] for g in rules for r in g["rules"])
