@@ -5,6 +5,7 @@
 # BUNDLE: built here with
 #   /work/shared/tools/bundle-libs BUNDLE build/tests/test_kernels build/tests/test_runtime \
 #       build/cli/df11 build/bench/df11_decode_bench build/bench/model_step_bench
+#   strip --strip-debug BUNDLE/bin/*      # 226 MB -> 32 MB
 # (binaries: test_kernels test_runtime df11 df11_decode_bench model_step_bench)
 #
 # Usage (on the GPU machine, repository root): scripts/gpu/run-gpu-checks.sh BUNDLE_DIR [REF_DIR]
@@ -19,6 +20,7 @@ ref=${2:-}
 out=${OUT:-./out}
 work=${WORK:-/tmp/df11-gpu}
 mkdir -p "$out"
+export DF11_TEST_FIXTURES_DIR="$PWD/tests/fixtures"  # the bundle was built in another checkout
 status=0
 start_all=$(date +%s)
 step_start=0
