@@ -277,7 +277,10 @@ void ModelSlot::Step() {
     tokens += s.tokens;
   }
   StepOutput out;
+  const Clock::time_point start = Clock::now();
   const Status st = model_->Step(input, out);
+  // Backends that do not time themselves: the wall time of the call.
+  if (out.step_seconds <= 0) out.step_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ++stats_.steps_total;
   stats_.last_batch_sequences = static_cast<int64_t>(batch.size());
   stats_.last_batch_tokens = tokens;

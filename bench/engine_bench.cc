@@ -1,0 +1,276 @@
+// engine_bench: serving throughput of the Engine (scheduler/engine.h) at several concurrency
+// levels: C client streams each keep one request in flight (prompt P random ids, exactly O
+// generated tokens, greedy, ignore_eos) until every stream has finished R requests (R = 1 by
+// default, so a level submits C requests at once). With several --model flags, every stream's
+// requests go round-robin over the models (all served at once by one engine).
+// Reports per level: output tokens/s (generated tokens / wall seconds), mean and p99 inter-token
+// latency (gaps between consecutive tokens of one request, from RequestRecord), mean time to first
+// token, and the engine's mean step/decompression time per model.
+// Usage: engine_bench --model NAME=DIR [--model NAME=DIR ...] [--device cpu|cuda]
+//          [--concurrency 1,8,32,64,128] [--prompt 512] [--output 256] [--requests-per-stream 1]
+//          [--max-batched-tokens 2048] [--kv-memory BYTES] [--json]
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "scheduler/engine.h"
+
+namespace df11 {
+namespace {
+
+struct BenchOptions {
+  std::vector<std::pair<std::string, std::string>> models;  // name, dir
+  Device device = Device::kCpu;
+  std::vector<int> concurrency = {1, 8, 32, 64, 128};
+  int prompt = 512, output = 256, requests_per_stream = 1;
+  int64_t max_batched_tokens = 2048, kv_memory = 0;
+  bool json = false;
+};
+
+[[noreturn]] void Usage(const std::string& error) {
+  std::cerr << "engine_bench: " << error << "\n"
+            << "usage: engine_bench --model NAME=DIR [--model ...] [--device cpu|cuda] [--concurrency 1,8,32]\n"
+            << "                    [--prompt N] [--output N] [--requests-per-stream N] [--max-batched-tokens N]\n"
+            << "                    [--kv-memory BYTES] [--json]\n";
+  std::exit(2);
+}
+
+int64_t ParseInt(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    const long long n = std::stoll(v, &used);
+    if (used == v.size() && n > 0) return n;
+  } catch (const std::exception&) {
+  }
+  Usage(flag + " needs a positive integer, got '" + v + "'");
+}
+
+BenchOptions Parse(int argc, char** argv) {
+  BenchOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--model") {
+      const std::string v = value();
+      const size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) Usage("--model needs NAME=DIR, got '" + v + "'");
+      o.models.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    } else if (a == "--device") {
+      const std::string v = value();
+      if (v != "cpu" && v != "cuda") Usage("--device is cpu or cuda, got '" + v + "'");
+      o.device = v == "cuda" ? Device::kCuda : Device::kCpu;
+    } else if (a == "--concurrency") {
+      o.concurrency.clear();
+      std::stringstream list(value());
+      for (std::string item; std::getline(list, item, ',');) o.concurrency.push_back(ParseInt(a, item));
+    } else if (a == "--prompt") {
+      o.prompt = ParseInt(a, value());
+    } else if (a == "--output") {
+      o.output = ParseInt(a, value());
+    } else if (a == "--requests-per-stream") {
+      o.requests_per_stream = ParseInt(a, value());
+    } else if (a == "--max-batched-tokens") {
+      o.max_batched_tokens = ParseInt(a, value());
+    } else if (a == "--kv-memory") {
+      o.kv_memory = ParseInt(a, value());
+    } else if (a == "--json") {
+      o.json = true;
+    } else {
+      Usage("unknown argument '" + a + "'");
+    }
+  }
+  if (o.models.empty()) Usage("at least one --model NAME=DIR is required");
+  return o;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+// Shared by the observer (engine thread) and the bench thread.
+struct Collected {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<double> gaps, ttft;
+  std::map<std::string, std::pair<double, double>> step_seconds;  // model -> (step, decompress) sums
+  std::map<std::string, int64_t> steps;
+  int64_t generated = 0;
+  int finished = 0;
+  std::vector<std::string> errors;
+};
+
+nlohmann::json RunLevel(Engine& engine, const BenchOptions& o, int concurrency, Collected& c) {
+  {
+    std::lock_guard lock(c.mu);
+    c.gaps.clear(), c.ttft.clear(), c.step_seconds.clear(), c.steps.clear(), c.errors.clear();
+    c.generated = 0, c.finished = 0;
+  }
+  std::mt19937 rng(concurrency);
+  std::map<std::string, int64_t> vocab;
+  for (const ModelInfo& m : engine.Models()) vocab[m.name] = m.vocab_size;
+  const int total = concurrency * o.requests_per_stream;
+  int submitted = 0;
+  auto make = [&](int n) {
+    const std::string& model = o.models[n % o.models.size()].first;
+    GenerateRequest r;
+    r.model = model;
+    std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(std::min<int64_t>(vocab[model], 30000)) - 1);
+    for (int i = 0; i < o.prompt; ++i) r.prompt_tokens.push_back(id(rng));
+    r.sampling.temperature = 0;
+    r.max_tokens = o.output;
+    r.ignore_eos = true;
+    return r;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  // Each stream submits its next request when the previous one ends (from the bench thread).
+  std::unique_lock lock(c.mu);
+  auto sink = [&](RequestEvent&& e) {
+    if (!e.finished) return;
+    std::lock_guard inner(c.mu);
+    if (!e.status.ok()) c.errors.push_back(e.status.ToString());
+    ++c.finished;
+    c.cv.notify_all();
+  };
+  auto try_submit = [&] {
+    auto id = engine.Submit(make(submitted), sink);
+    if (!id.ok()) {
+      std::lock_guard inner(c.mu);
+      c.errors.push_back(id.status().ToString());
+      ++c.finished;
+    }
+    ++submitted;
+  };
+  lock.unlock();
+  for (int s = 0; s < concurrency && submitted < total; ++s) try_submit();
+  lock.lock();
+  while (c.finished < total) {
+    c.cv.wait(lock, [&] { return (submitted < total && c.finished + concurrency > submitted) || c.finished >= total; });
+    while (submitted < total && c.finished + concurrency > submitted) {
+      lock.unlock();
+      try_submit();
+      lock.lock();
+    }
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  nlohmann::json r;
+  r["concurrency"] = concurrency;
+  r["requests"] = total;
+  r["wall_seconds"] = wall;
+  r["output_tokens"] = c.generated;
+  r["output_tokens_per_second"] = static_cast<double>(c.generated) / wall;
+  double sum = 0;
+  for (double g : c.gaps) sum += g;
+  r["itl_mean_ms"] = c.gaps.empty() ? 0 : 1000 * sum / static_cast<double>(c.gaps.size());
+  r["itl_p99_ms"] = 1000 * Percentile(c.gaps, 0.99);
+  double ttft = 0;
+  for (double t : c.ttft) ttft += t;
+  r["ttft_mean_ms"] = c.ttft.empty() ? 0 : 1000 * ttft / static_cast<double>(c.ttft.size());
+  for (const auto& [model, sums] : c.step_seconds) {
+    const double n = static_cast<double>(std::max<int64_t>(1, c.steps[model]));
+    r["models"][model] = {{"steps", c.steps[model]}, {"step_mean_ms", 1000 * sums.first / n},
+                          {"decompress_mean_ms", 1000 * sums.second / n}};
+  }
+  if (!c.errors.empty()) r["errors"] = c.errors;
+  return r;
+}
+
+int Main(int argc, char** argv) {
+  const BenchOptions o = Parse(argc, argv);
+  Collected c;
+  EngineObserver observer;
+  observer.on_request = [&c](const RequestRecord& rec) {
+    std::lock_guard lock(c.mu);
+    c.gaps.insert(c.gaps.end(), rec.inter_token_seconds.begin(), rec.inter_token_seconds.end());
+    if (rec.usage.generated_tokens > 0) c.ttft.push_back(rec.timings.first_token_seconds);
+    c.generated += rec.usage.generated_tokens;
+  };
+  observer.on_step = [&c](const StepRecord& s) {
+    std::lock_guard lock(c.mu);
+    c.step_seconds[s.model].first += s.step_seconds;
+    c.step_seconds[s.model].second += s.decompress_seconds;
+    ++c.steps[s.model];
+  };
+  EngineOptions eo;
+  eo.device = o.device;
+  eo.max_batched_tokens = o.max_batched_tokens;
+  eo.max_seqs = *std::max_element(o.concurrency.begin(), o.concurrency.end());
+  eo.kv_memory_bytes = o.kv_memory;
+  eo.max_waiting = 1 << 20;
+  auto engine = Engine::Create(eo, observer);
+  if (!engine.ok()) {
+    std::cerr << "engine_bench: " << engine.status().ToString() << "\n";
+    return 1;
+  }
+  nlohmann::json out;
+  for (const auto& [name, dir] : o.models) {
+    ModelSpec spec;
+    spec.name = name;
+    spec.path = dir;
+    spec.kv_min_blocks = (o.prompt + o.output + eo.block_size - 1) / eo.block_size;
+    if (Status st = (*engine)->LoadModel(spec); !st.ok()) {
+      std::cerr << "engine_bench: " << name << ": " << st.ToString() << "\n";
+      return 1;
+    }
+  }
+  // Warm-up: one short request per model, so KV allocation and first-touch costs stay out of the levels.
+  for (const auto& [name, dir] : o.models) {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    GenerateRequest r;
+    r.model = name;
+    r.prompt_tokens = {1, 2, 3, 4};
+    r.max_tokens = 2;
+    auto id = (*engine)->Submit(r, [&](RequestEvent&& e) {
+      if (!e.finished) return;
+      std::lock_guard lock(mu);
+      done = true;
+      cv.notify_all();
+    });
+    if (!id.ok()) {
+      std::cerr << "engine_bench: warm-up on " << name << ": " << id.status().ToString() << "\n";
+      return 1;
+    }
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return done; });
+  }
+  out["device"] = DeviceName(o.device);
+  out["prompt"] = o.prompt;
+  out["output"] = o.output;
+  for (int level : o.concurrency) {
+    nlohmann::json r = RunLevel(**engine, o, level, c);
+    if (!o.json) {
+      std::printf("concurrency %4d: %9.1f tok/s  itl mean %7.2f ms  p99 %7.2f ms  ttft %8.1f ms\n", level,
+                  r["output_tokens_per_second"].get<double>(), r["itl_mean_ms"].get<double>(),
+                  r["itl_p99_ms"].get<double>(), r["ttft_mean_ms"].get<double>());
+      std::fflush(stdout);
+    }
+    out["levels"].push_back(r);
+  }
+  for (const ModelInfo& m : (*engine)->Models()) {
+    out["models"][m.name] = {{"path", m.path}, {"df11", m.df11}, {"weight_bytes", m.weight_bytes},
+                             {"kv_blocks", m.kv_blocks_total}, {"load_seconds", m.load_seconds}};
+  }
+  if (o.json) std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace df11
+
+int main(int argc, char** argv) { return df11::Main(argc, argv); }
