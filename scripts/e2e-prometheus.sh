@@ -18,6 +18,7 @@ skip() { echo "SKIP: $*"; exit 77; }
 [ -n "$df11d" ] && [ -x "$df11d" ] || skip "df11d is not built"
 [ -x "$df11" ] || skip "df11 CLI is not built"
 [ -n "$prometheus" ] && [ -x "$prometheus" ] || skip "prometheus is not installed (apt-get install prometheus)"
+command -v promtool >/dev/null || skip "promtool is not installed (apt-get install prometheus)"
 "$python" -c "import grpc, google.protobuf, yaml" 2>/dev/null || skip "python3-grpcio/python3-yaml missing (scripts/setup.sh)"
 
 tmp=$(mktemp -d)
@@ -76,9 +77,9 @@ YAML
   --web.listen-address="127.0.0.1:$prom_port" --log.level=warn >"$tmp/prometheus.log" 2>&1 &
 pids+=($!)
 
-"$python" - "$root" "127.0.0.1:$grpc_port" "http://127.0.0.1:$prom_port" "$tmp/model" <<'PY' || fail "checks failed"
+"$python" - "$root" "127.0.0.1:$grpc_port" "http://127.0.0.1:$prom_port" "$tmp/model" "$metrics_port" <<'PY' || fail "checks failed"
 import json, struct, sys, threading, time, urllib.parse, urllib.request
-root, grpc_address, prom, model_dir = sys.argv[1:5]
+root, grpc_address, prom, model_dir, metrics_port = sys.argv[1:6]
 sys.path.insert(0, f"{root}/tests/deploy")
 import df11_client
 
@@ -199,10 +200,17 @@ assert len(names) == 5, names
 firing = [r["name"] for g in rules for r in g["rules"] if r.get("state") == "firing"]
 assert not firing, firing
 
+# Prometheus' own linter on the exposition (naming, units, _total only on counters).
+import subprocess
+exposition = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read()
+lint = subprocess.run(["promtool", "check", "metrics"], input=exposition, capture_output=True)
+assert lint.returncode == 0, (lint.stdout + lint.stderr).decode()
+
 dash = json.load(open(f"{root}/deploy/grafana/df11-serve.json"))
 exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
 for e in exprs:
     query(e.replace("$model", ".*").replace("$__rate_interval", "1m"))
-print(f"{len(names)} alert rules loaded, none firing; {len(exprs)} dashboard queries evaluate")
+print(f"promtool check metrics: clean; {len(names)} alert rules loaded, none firing; "
+      f"{len(exprs)} dashboard queries evaluate")
 PY
 echo "e2e-prometheus: passed"

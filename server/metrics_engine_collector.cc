@@ -61,7 +61,7 @@ const StatsField kStatsFields[] = {
      [](const ModelStats& s) { return double(s.waiting); }},
     {"df11_kv_cache_blocks_used", "KV-cache blocks in use.", MetricType::Gauge,
      [](const ModelStats& s) { return double(s.kv_blocks_used); }},
-    {"df11_kv_cache_blocks_total", "KV-cache blocks reserved for the model.", MetricType::Gauge,
+    {"df11_kv_cache_blocks_capacity", "KV-cache blocks reserved for the model.", MetricType::Gauge,
      [](const ModelStats& s) { return double(s.kv_blocks_total); }},
     {"df11_kv_cache_usage_ratio", "KV-cache blocks used / total (0-1).", MetricType::Gauge,
      [](const ModelStats& s) { return s.kv_blocks_total > 0 ? double(s.kv_blocks_used) / s.kv_blocks_total : 0.0; }},

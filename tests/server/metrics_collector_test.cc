@@ -69,7 +69,7 @@ TEST(MetricsCollector, GaugesAndCountersFromTheSnapshot) {
   EXPECT_EQ(SampleValue(text, "df11_requests_running", a), 3);
   EXPECT_EQ(SampleValue(text, "df11_requests_waiting", a), 2);
   EXPECT_EQ(SampleValue(text, "df11_kv_cache_blocks_used", a), 10);
-  EXPECT_EQ(SampleValue(text, "df11_kv_cache_blocks_total", a), 40);
+  EXPECT_EQ(SampleValue(text, "df11_kv_cache_blocks_capacity", a), 40);
   EXPECT_EQ(SampleValue(text, "df11_kv_cache_usage_ratio", a), 0.25);
   EXPECT_EQ(SampleValue(text, "df11_batch_sequences", a), 3);
   EXPECT_EQ(SampleValue(text, "df11_batch_tokens", a), 35);

@@ -112,7 +112,7 @@ TEST_F(MetricsEngineTest, GaugesFollowARunningRequest) {
   const std::string text = Scrape();
   const ModelInfo info = engine_->Models().at(0);
   EXPECT_GE(SampleValue(text, "df11_kv_cache_blocks_used", kTiny).value_or(0), 3);  // 12 tokens, 4 per block
-  EXPECT_EQ(SampleValue(text, "df11_kv_cache_blocks_total", kTiny), info.kv_blocks_total);
+  EXPECT_EQ(SampleValue(text, "df11_kv_cache_blocks_capacity", kTiny), info.kv_blocks_total);
   EXPECT_GT(SampleValue(text, "df11_kv_cache_usage_ratio", kTiny).value_or(0), 0);
   EXPECT_EQ(SampleValue(text, "df11_batch_sequences", kTiny), 1);
   EXPECT_EQ(SampleValue(text, "df11_batch_tokens", kTiny), 1);  // decoding one token a step
