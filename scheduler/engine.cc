@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "scheduler/device_memory.h"
 #include "scheduler/engine_impl.h"
 
 namespace df11 {
@@ -12,14 +13,24 @@ namespace {
 
 std::string Field(const std::string& name, size_t index) { return name + "[" + std::to_string(index) + "]"; }
 
-// KV bytes for all models together. CPU: kv_memory_bytes, or kDefaultCpuKvBytes when unset.
-// TODO(cuda): when kv_memory_bytes is 0, take cudaMemGetInfo's free bytes after the weights and
-// scratch are resident, times kv_memory_fraction (the CUDA Model backend is not wired here yet).
-StatusOr<int64_t> KvBudgetBytes(const EngineOptions& o) {
+// KV bytes for all models together (the policy of kv_budget.h):
+//   kv_memory_bytes > 0: that; CPU otherwise: kDefaultCpuKvBytes;
+//   CUDA with max_model_bytes > 0: kv_memory_fraction x (free memory now - max_model_bytes);
+//   CUDA otherwise: 0 = decided by the first LoadModel as kv_memory_fraction x the free memory left
+//   after that model's weights and scratch (later models then need room outside the budget: set
+//   max_model_bytes or kv_memory_bytes when serving several).
+StatusOr<int64_t> InitialKvBudget(const EngineOptions& o) {
   if (o.kv_memory_bytes > 0) return o.kv_memory_bytes;
   if (o.device == Device::kCpu) return kDefaultCpuKvBytes;
-  return FailedPrecondition("EngineOptions.kv_memory_bytes must be set for device cuda (the free-memory query "
-                            "is not implemented yet)");
+  if (o.max_model_bytes == 0) return int64_t{0};
+  const std::optional<int64_t> free = FreeDeviceBytes();
+  if (!free) return FailedPrecondition("no CUDA device memory to size the KV cache from; set kv_memory_bytes");
+  const double budget = o.kv_memory_fraction * static_cast<double>(*free - o.max_model_bytes);
+  if (budget <= 0) {
+    return ResourceExhausted("max_model_bytes " + std::to_string(o.max_model_bytes) + " leaves no KV memory: " +
+                             std::to_string(*free) + " bytes free on the device");
+  }
+  return static_cast<int64_t>(budget);
 }
 
 Status ValidateOptions(const EngineOptions& o) {
@@ -63,9 +74,10 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options, EngineObserver observer) {
   DF11_RETURN_IF_ERROR(ValidateOptions(options));
-  DF11_ASSIGN_OR_RETURN(int64_t budget, KvBudgetBytes(options));
+  DF11_ASSIGN_OR_RETURN(int64_t budget, InitialKvBudget(options));
   std::unique_ptr<Engine> engine(new Engine(std::make_unique<Impl>(options, std::move(observer), budget)));
   Impl* impl = engine->impl_.get();
+  if (options.device == Device::kCuda) impl->scratch = std::make_shared<DeviceScratch>();
   impl->thread = std::thread([impl] { impl->Run(); });
   return engine;
 }
@@ -107,7 +119,7 @@ Status Engine::LoadModel(const ModelSpec& spec) {
   ModelOptions model_options;
   model_options.device = o.device;
   model_options.threads = o.threads;
-  // TODO(cuda): share one decode scratch between the engine's models (ModelOptions::scratch).
+  model_options.scratch = impl_->scratch;  // CUDA: shared; steps never overlap (one engine thread)
   DF11_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(spec.path, model_options));
   std::shared_ptr<const Tokenizer> tokenizer;
   if (std::filesystem::exists(spec.path + "/tokenizer.json")) {
@@ -116,6 +128,11 @@ Status Engine::LoadModel(const ModelSpec& spec) {
   }
   const ModelConfig& config = model->config();
   const LoadReport& report = model->load_report();
+  if (impl_->kv_budget_bytes.load() == 0) {
+    const std::optional<int64_t> free = FreeDeviceBytes();
+    if (!free) return FailedPrecondition("no CUDA device memory to size the KV cache from; set kv_memory_bytes");
+    impl_->kv_budget_bytes = static_cast<int64_t>(o.kv_memory_fraction * static_cast<double>(*free));
+  }
 
   RegisteredModel reg;
   reg.spec = spec;

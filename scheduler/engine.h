@@ -111,6 +111,11 @@ struct EngineOptions {
   int64_t block_size = 16;             // KV positions per block
   // KV memory for all models together: bytes if kv_memory_bytes > 0, else this fraction of the
   // device memory left after weights and scratch (CPU: of kv_memory_bytes only; must be set).
+  // Policy (scheduler/kv_budget.h): CPU without kv_memory_bytes: 1 GiB. CUDA without it:
+  // kv_memory_fraction x (free memory at Create - max_model_bytes) when max_model_bytes is set,
+  // else kv_memory_fraction x the free memory after the first model's weights. Each model gets its
+  // minimum (ModelSpec::kv_min_blocks), the rest is shared by kv_share; a model's cache is resized
+  // to its share when one is loaded or unloaded, once none of its blocks is in use.
   int64_t kv_memory_bytes = 0;
   double kv_memory_fraction = 0.9;
   int64_t max_waiting = 1024;          // waiting requests per engine; over it: RESOURCE_EXHAUSTED

@@ -60,7 +60,9 @@ struct Engine::Impl {
 
   const EngineOptions options;
   const EngineObserver observer;
-  const int64_t kv_budget_bytes;
+  // KV bytes for all models; 0 until the first LoadModel fixes it (CUDA without kv_memory_bytes).
+  std::atomic<int64_t> kv_budget_bytes;
+  std::shared_ptr<DeviceScratch> scratch;  // CUDA: one decode scratch shared by every model
   EngineCounters counters;
   std::atomic<RequestId> next_id{1};
   std::atomic<uint64_t> next_arrival{0};

@@ -116,7 +116,7 @@ void Engine::Impl::Rebalance() {
     for (auto& s : slots) {
       if (!s->CanResize() || (s->target_blocks() > s->kv_blocks()) != grow) continue;
       const int64_t after = allocated - bytes_of(*s, s->kv_blocks()) + bytes_of(*s, s->target_blocks());
-      if (grow && after > kv_budget_bytes) continue;
+      if (grow && after > kv_budget_bytes.load()) continue;
       const Status st = s->Resize();
       allocated = 0;
       for (const auto& t : slots) allocated += bytes_of(*t, t->kv_blocks());
