@@ -8,7 +8,9 @@
 // token, and the engine's mean step/decompression time per model.
 // Usage: engine_bench --model NAME=DIR [--model NAME=DIR ...] [--device cpu|cuda]
 //          [--concurrency 1,8,32,64,128] [--prompt 512] [--output 256] [--requests-per-stream 1]
-//          [--max-batched-tokens 2048] [--kv-memory BYTES] [--json]
+//          [--max-batched-tokens 2048] [--kv-memory BYTES] [--max-model-bytes BYTES] [--json]
+// On CUDA without --kv-memory the KV budget is 0.9 x the free memory after the first model's
+// weights; to serve two models pass --max-model-bytes (room kept for all weights) or --kv-memory.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -33,7 +35,7 @@ struct BenchOptions {
   Device device = Device::kCpu;
   std::vector<int> concurrency = {1, 8, 32, 64, 128};
   int prompt = 512, output = 256, requests_per_stream = 1;
-  int64_t max_batched_tokens = 2048, kv_memory = 0;
+  int64_t max_batched_tokens = 2048, kv_memory = 0, max_model_bytes = 0;
   bool json = false;
 };
 
@@ -41,7 +43,7 @@ struct BenchOptions {
   std::cerr << "engine_bench: " << error << "\n"
             << "usage: engine_bench --model NAME=DIR [--model ...] [--device cpu|cuda] [--concurrency 1,8,32]\n"
             << "                    [--prompt N] [--output N] [--requests-per-stream N] [--max-batched-tokens N]\n"
-            << "                    [--kv-memory BYTES] [--json]\n";
+            << "                    [--kv-memory BYTES] [--max-model-bytes BYTES] [--json]\n";
   std::exit(2);
 }
 
@@ -86,6 +88,8 @@ BenchOptions Parse(int argc, char** argv) {
       o.max_batched_tokens = ParseInt(a, value());
     } else if (a == "--kv-memory") {
       o.kv_memory = ParseInt(a, value());
+    } else if (a == "--max-model-bytes") {
+      o.max_model_bytes = ParseInt(a, value());
     } else if (a == "--json") {
       o.json = true;
     } else {
@@ -210,6 +214,7 @@ int Main(int argc, char** argv) {
   eo.max_batched_tokens = o.max_batched_tokens;
   eo.max_seqs = *std::max_element(o.concurrency.begin(), o.concurrency.end());
   eo.kv_memory_bytes = o.kv_memory;
+  eo.max_model_bytes = o.max_model_bytes;
   eo.max_waiting = 1 << 20;
   auto engine = Engine::Create(eo, observer);
   if (!engine.ok()) {
