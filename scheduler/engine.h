@@ -110,7 +110,7 @@ struct EngineOptions {
   int64_t max_seqs = 64;               // running sequences per model
   int64_t block_size = 16;             // KV positions per block
   // KV memory for all models together: bytes if kv_memory_bytes > 0, else this fraction of the
-  // device memory left after weights and scratch (CPU: of kv_memory_bytes only; must be set).
+  // device memory left after weights and scratch.
   // Policy (scheduler/kv_budget.h): CPU without kv_memory_bytes: 1 GiB. CUDA without it:
   // kv_memory_fraction x (free memory at Create - max_model_bytes) when max_model_bytes is set,
   // else kv_memory_fraction x the free memory after the first model's weights. Each model gets its
