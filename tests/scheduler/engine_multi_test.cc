@@ -152,6 +152,51 @@ TEST_F(EngineMultiTest, QueueOverflowRejectsInsteadOfGrowing) {
   EXPECT_EQ(rec.Get(9).finals, 0);
 }
 
+TEST_F(EngineMultiTest, HigherPriorityWaitingRequestsGoFirst) {
+  EngineOptions o = SmallEngineOptions();
+  o.max_seqs = 1;  // one running request at a time: the queue order decides
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok());
+  ASSERT_TRUE((*engine)->LoadModel({.name = "m", .path = Dir("a"), .kv_min_blocks = 64}).ok());
+  std::latch queued(1);
+  std::atomic<bool> in_sink{false};
+  std::mutex mu;
+  std::vector<int> order;
+  auto sink = [&](int key) {
+    return [&, key](RequestEvent&& e) {
+      if (key == 0 && !in_sink.exchange(true)) queued.wait();  // hold the engine until all are queued
+      if (!e.finished) return;
+      std::lock_guard lock(mu);
+      order.push_back(key);
+    };
+  };
+  ASSERT_TRUE((*engine)->Submit(Greedy("m", TestPrompt(4, 0), 2), sink(0)).ok());
+  while (!in_sink) std::this_thread::yield();
+  for (int key : {1, 2, 3}) {
+    GenerateRequest r = Greedy("m", TestPrompt(4, key), 2);
+    r.priority = key == 2 ? 5 : 0;
+    ASSERT_TRUE((*engine)->Submit(r, sink(key)).ok());
+  }
+  queued.count_down();
+  while ((*engine)->InFlight() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(order, (std::vector<int>{0, 2, 1, 3}));
+}
+
+TEST_F(EngineMultiTest, UnloadEndsTheModelsRequests) {
+  auto engine = Engine::Create(SmallEngineOptions());
+  ASSERT_TRUE(engine.ok());
+  ASSERT_TRUE((*engine)->LoadModel({.name = "m", .path = Dir("a"), .kv_min_blocks = 64}).ok());
+  Recorder rec;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*engine)->Submit(Greedy("m", TestPrompt(6, i), 1500), rec.Sink(i)).ok());
+  ASSERT_TRUE((*engine)->UnloadModel("m").ok());
+  EXPECT_EQ(rec.finished(), 3);  // UnloadModel returns after the final events
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(rec.Get(i).reason, FinishReason::kCancelled);
+  EXPECT_TRUE((*engine)->Models().empty());
+  EXPECT_EQ((*engine)->Submit(Greedy("m", {1}, 1), rec.Sink(9)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ((*engine)->InFlight(), 0);
+}
+
 TEST_F(EngineMultiTest, DestructorCancelsEverything) {
   Recorder rec;
   {
