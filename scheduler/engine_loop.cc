@@ -77,6 +77,10 @@ void Engine::Impl::Apply(EngineCommand& c) {
       event.finish_reason = FinishReason::kCancelled;
       event.status = Status(StatusCode::kCancelled, "model '" + c.model + "' was unloaded");
       counters.waiting.fetch_sub(1);
+      if (observer.on_request) {
+        observer.on_request({c.model, event.id, c.sequence->request.client_request_id, event.finish_reason,
+                             event.status, {}, {}, {}});
+      }
       counters.in_flight.fetch_sub(1);
       c.sequence->sink(std::move(event));
       return;
