@@ -1,11 +1,13 @@
 // Engine on the CPU backend with a tiny random qwen3 model: continuous batching and preemption
 // change no greedy output, cancellation and deadlines free every block, prefix-cache hits skip
-// recomputation without changing outputs, and 500 concurrent requests lose or duplicate nothing.
+// recomputation without changing outputs, 500 concurrent requests lose or duplicate nothing, and
+// a DF11 copy of the model (lossless) serves the same tokens as its BF16 source.
 // Reference outputs are the same requests run one at a time.
 #include <gtest/gtest.h>
 
 #include <thread>
 
+#include "runtime/compress.h"
 #include "tests/scheduler/engine_harness.h"
 
 namespace df11 {
@@ -190,6 +192,25 @@ TEST_F(EngineTest, FiveHundredConcurrentRequestsLoseAndDuplicateNothing) {
   }
   EXPECT_EQ(engine->InFlight(), 0);
   EXPECT_EQ(WaitBlocksUsed(*engine, 0), 0);
+}
+
+TEST_F(EngineTest, Df11ModelGivesTheSameTokensAsItsBf16Source) {
+  const std::string df11_dir = dir_->path() + "/qwen3-df11";
+  auto report = CompressCheckpoint(ModelDir(), df11_dir, {});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  auto engine = Make(SmallEngineOptions());
+  ASSERT_TRUE(engine->LoadModel({.name = "df11", .path = df11_dir, .kv_min_blocks = 64}).ok());
+  Recorder rec;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(engine->Submit(Greedy("tiny", TestPrompt(9 + i, i), 12), rec.Sink(i)).ok());
+    GenerateRequest r = Greedy("df11", TestPrompt(9 + i, i), 12);
+    ASSERT_TRUE(engine->Submit(r, rec.Sink(10 + i)).ok());
+  }
+  ASSERT_TRUE(rec.WaitFinished(6));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(rec.Get(10 + i).tokens, rec.Get(i).tokens) << i;
+  bool df11 = false;
+  for (const ModelInfo& m : engine->Models()) df11 |= m.name == "df11" && m.df11;
+  EXPECT_TRUE(df11);
 }
 
 }  // namespace
