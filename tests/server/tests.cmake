@@ -14,13 +14,14 @@ if(TARGET test_server AND TARGET df11d)
   endif()
 endif()
 
-# Fuzz targets of the daemon's parsers (tests/fuzz/server_*_fuzz.cc) need df11_server; the fuzz
-# targets are defined after this file is included, so link them at the end of the directory.
-if(DF11_FUZZ AND TARGET df11_server)
+# Fuzz targets of the daemon's parsers (tests/fuzz/server_*_fuzz.cc) need df11_server_parsers
+# (server/CMakeLists.txt); they are defined after this file is included, so link them at the end
+# of the directory.
+if(DF11_FUZZ AND TARGET df11_server_parsers)
   function(df11_link_server_fuzz_targets)
     foreach(target fuzz_server_config fuzz_server_request)
       if(TARGET ${target})
-        target_link_libraries(${target} PRIVATE df11_server)
+        target_link_libraries(${target} PRIVATE df11_server_parsers)
       endif()
     endforeach()
   endfunction()
