@@ -3,8 +3,11 @@
 #  1. the Release build (CUDA kernels compiled when nvcc is present) and all CTest tests
 #     (GPU tests skip without a GPU and say so);
 #  2. an ASan+UBSan build of the codec, safetensors and checkpoint tests;
-#  3. the libFuzzer targets (clang), each run briefly.
-# Env: FUZZ_SECONDS (default 30) per fuzz target; SKIP_SANITIZE=1 / SKIP_FUZZ=1 to leave a stage out.
+#  3. the libFuzzer targets (clang), each run briefly;
+#  4. the container image: the Dockerfile's CPU variant built with podman on a debootstrapped
+#     bookworm, df11d run from it and queried over gRPC and /metrics (scripts/container-test.sh).
+# Env: FUZZ_SECONDS (default 30) per fuzz target; SKIP_SANITIZE=1 / SKIP_FUZZ=1 /
+# DF11_SKIP_CONTAINER=1 to leave a stage out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -12,12 +15,12 @@ export DF11_TOKENIZER_DIR
 DF11_TOKENIZER_DIR=$(scripts/fetch-test-tokenizers.sh)
 jobs=$(nproc)
 
-echo "== 1/3 Release build and tests"
+echo "== 1/4 Release build and tests"
 scripts/build.sh build
 (cd build && ctest --output-on-failure -j "$jobs")
 
 if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
-  echo "== 2/3 ASan+UBSan build: codec, safetensors and checkpoint tests"
+  echo "== 2/4 ASan+UBSan build: codec, safetensors and checkpoint tests"
   TARGETS="test_kernels test_runtime df11" scripts/build.sh build-asan -DDF11_SANITIZE=ON -DDF11_CUDA=OFF
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/tests/test_kernels --gtest_brief=1
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -25,7 +28,7 @@ if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
 fi
 
 if [ "${SKIP_FUZZ:-0}" != 1 ]; then
-  echo "== 3/3 fuzz targets (clang libFuzzer + ASan/UBSan), ${FUZZ_SECONDS:-30} s each"
+  echo "== 3/4 fuzz targets (clang libFuzzer + ASan/UBSan), ${FUZZ_SECONDS:-30} s each"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDF11_FUZZ=ON \
     -DDF11_SANITIZE=ON -DDF11_CUDA=OFF >build-fuzz.cmake.log 2>&1 || { cat build-fuzz.cmake.log; exit 1; }
   mapfile -t fuzz_targets < <(ninja -C build-fuzz -t targets all | grep -o '^fuzz_[a-z0-9_]*' | sort -u)
@@ -40,5 +43,9 @@ if [ "${SKIP_FUZZ:-0}" != 1 ]; then
     grep -E "^Done" "build-fuzz/$name.log" || true
     rm -rf "$corpus"
   done
+fi
+if [ "${DF11_SKIP_CONTAINER:-0}" != 1 ]; then
+  echo "== 4/4 container image (CPU variant): build, run, gRPC + /metrics"
+  DF11_CLI=build/cli/df11 scripts/container-test.sh
 fi
 echo "all test stages passed"
