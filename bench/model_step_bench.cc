@@ -1,6 +1,6 @@
 // model_step_bench: forward-step latency of a BF16 model and its DF11 twin on the GPU.
 // Usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] [--prefill N]
-//                         [--batches 1,8,32,128]
+//                         [--batches 1,8,32,128] [--profile]
 // Per model (loaded one after the other): every sequence first gets P (default 512) cached
 // positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
 // decode steps where sequences 0..B-1 each append one token at position P (the same work every
@@ -8,6 +8,9 @@
 // Model::Step wall time up to logits on the host (it synchronizes), after 3 warm-up steps;
 // decompression time is the sum of CUDA events around the DF11 decode launches. Medians of
 // --reps (default 15, >= 10) runs. Prints a table and the DF11/BF16 ratio per batch size.
+// --profile: after the timed runs, --reps more with CUDA events around every GEMM and the
+// attention (KV write + kernel); prints medians of gemm / attention / decompress / rest, where rest
+// (norms, rope, activations, host work, logits copy) = profiled step - the three.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,6 +33,7 @@ struct Options {
   int reps = 15;
   int64_t context = 512, prefill = 2048;
   std::vector<int64_t> batches = {1, 8, 32, 128};
+  bool profile = false;
 };
 
 constexpr int64_t kBlockSize = 16;
@@ -58,11 +62,14 @@ std::vector<int32_t> Tokens(int64_t n, int64_t seed, int64_t vocab) {
 
 struct Timing {
   double step_ms = 0, decompress_ms = 0;
+  // --profile (medians of the profiled runs; 0 otherwise).
+  double profiled_step_ms = 0, gemm_ms = 0, attention_ms = 0, profiled_decompress_ms = 0;
 };
 
-// Runs `input` kWarmup + reps times; medians of step and decompression time.
-StatusOr<Timing> TimeStep(Model& model, const StepInput& input, int reps) {
-  std::vector<double> step, decomp;
+// Runs `input` kWarmup + reps times; medians of step and decompression time; with `profile`,
+// reps more profiled runs.
+StatusOr<Timing> TimeStep(Model& model, const StepInput& input, int reps, bool profile) {
+  std::vector<double> step, decomp, p_step, p_gemm, p_attn, p_decomp;
   for (int i = 0; i < kWarmup + reps; ++i) {
     StepOutput out;
     DF11_RETURN_IF_ERROR(model.Step(input, out));
@@ -71,7 +78,35 @@ StatusOr<Timing> TimeStep(Model& model, const StepInput& input, int reps) {
       decomp.push_back(out.decompress_seconds * 1e3);
     }
   }
-  return Timing{Median(step), Median(decomp)};
+  Timing t{Median(step), Median(decomp)};
+  if (!profile) return t;
+  StepInput profiled = input;
+  profiled.profile = true;
+  for (int i = 0; i < reps; ++i) {
+    StepOutput out;
+    DF11_RETURN_IF_ERROR(model.Step(profiled, out));
+    p_step.push_back(out.step_seconds * 1e3);
+    p_gemm.push_back(out.gemm_seconds * 1e3);
+    p_attn.push_back(out.attention_seconds * 1e3);
+    p_decomp.push_back(out.decompress_seconds * 1e3);
+  }
+  t.profiled_step_ms = Median(p_step);
+  t.gemm_ms = Median(p_gemm);
+  t.attention_ms = Median(p_attn);
+  t.profiled_decompress_ms = Median(p_decomp);
+  return t;
+}
+
+// The --profile line and JSON object of one timing.
+json ProfileOf(const Timing& t, const char* label) {
+  const double rest = t.profiled_step_ms - t.gemm_ms - t.attention_ms - t.profiled_decompress_ms;
+  std::printf("    profile %s: step %8.3f = gemm %8.3f + attention %8.3f + decompress %8.3f + rest %8.3f ms\n", label,
+              t.profiled_step_ms, t.gemm_ms, t.attention_ms, t.profiled_decompress_ms, rest);
+  return {{"step_ms", t.profiled_step_ms},
+          {"gemm_ms", t.gemm_ms},
+          {"attention_ms", t.attention_ms},
+          {"decompress_ms", t.profiled_decompress_ms},
+          {"rest_ms", rest}};
 }
 
 StatusOr<json> BenchModel(const std::string& dir, const Options& o) {
@@ -119,14 +154,16 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o) {
       seq.logits_for = {0};
       in.sequences.push_back(std::move(seq));
     }
-    DF11_ASSIGN_OR_RETURN(const Timing t, TimeStep(*model, in, o.reps));
-    result["decode"].push_back({{"batch", batch},
-                                {"step_ms", t.step_ms},
-                                {"decompress_ms", t.decompress_ms},
-                                {"rest_ms", t.step_ms - t.decompress_ms},
-                                {"tokens_per_s", batch / (t.step_ms * 1e-3)}});
+    DF11_ASSIGN_OR_RETURN(const Timing t, TimeStep(*model, in, o.reps, o.profile));
+    json entry = {{"batch", batch},
+                  {"step_ms", t.step_ms},
+                  {"decompress_ms", t.decompress_ms},
+                  {"rest_ms", t.step_ms - t.decompress_ms},
+                  {"tokens_per_s", batch / (t.step_ms * 1e-3)}};
     std::printf("  decode batch %4lld: %8.3f ms/step (decompress %7.3f, rest %7.3f)\n", static_cast<long long>(batch),
                 t.step_ms, t.decompress_ms, t.step_ms - t.decompress_ms);
+    if (o.profile) entry["profile"] = ProfileOf(t, "decode");
+    result["decode"].push_back(entry);
     std::fflush(stdout);
   }
   StepInput in;
@@ -136,7 +173,7 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o) {
   for (int64_t b = 0; b < prefill_blocks; ++b) prompt.block_table.push_back(static_cast<int32_t>(max_batch * ctx_blocks + b));
   prompt.logits_for = {o.prefill - 1};
   in.sequences.push_back(prompt);
-  DF11_ASSIGN_OR_RETURN(const Timing t, TimeStep(*model, in, o.reps));
+  DF11_ASSIGN_OR_RETURN(const Timing t, TimeStep(*model, in, o.reps, o.profile));
   result["prefill"] = {{"tokens", o.prefill},
                        {"step_ms", t.step_ms},
                        {"decompress_ms", t.decompress_ms},
@@ -144,6 +181,7 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o) {
                        {"tokens_per_s", o.prefill / (t.step_ms * 1e-3)}};
   std::printf("  prefill %lld tokens: %8.3f ms (decompress %7.3f), %.0f tokens/s\n", static_cast<long long>(o.prefill),
               t.step_ms, t.decompress_ms, o.prefill / (t.step_ms * 1e-3));
+  if (o.profile) result["prefill"]["profile"] = ProfileOf(t, "prefill");
   return result;
 }
 
@@ -160,6 +198,8 @@ bool ParseArgs(int argc, char** argv, Options& o) {
       o.context = std::atoll(value().c_str());
     } else if (a == "--prefill") {
       o.prefill = std::atoll(value().c_str());
+    } else if (a == "--profile") {
+      o.profile = true;
     } else if (a == "--batches") {
       o.batches.clear();
       std::stringstream in(value());
@@ -178,7 +218,7 @@ int Main(int argc, char** argv) {
   Options o;
   if (!ParseArgs(argc, argv, o)) {
     std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
-                         "[--prefill N] [--batches 1,8,32,128]\n");
+                         "[--prefill N] [--batches 1,8,32,128] [--profile]\n");
     return 2;
   }
   cudaDeviceProp prop{};

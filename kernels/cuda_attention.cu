@@ -1,9 +1,21 @@
 // Paged attention over the bf16 KV cache for ragged batches (see cuda_ops.h PagedAttention).
-// One thread block per (query head, token): 128 threads walk the token's keys in tiles of 64.
-// Per tile: each warp scores 16 keys (lanes split head_dim, shuffle-reduced in a fixed order),
-// then the block updates the online softmax (running max, running sum) and each thread
-// accumulates its own output dimensions over the tile's values in key order. Deterministic:
-// no atomics, and the order of every sum depends only on the token's own keys.
+//
+// Rounding follows transformers' eager attention in bf16 (the reference our fixtures record):
+//   s = bf16(bf16(q·k) * scale)                       (bf16 matmul, then a bf16 multiply)
+//   softcap: s = bf16(bf16(tanh(bf16(s * (1/cap)))) * cap)
+//   p = bf16(exp(s - max) / sum)                      (fp32 softmax, cast to bf16)
+//   out = bf16(sum_j p_j v_j)                         (fp32 accumulation)
+// The normalised p needs the row's max and sum before any p·v, so each block makes two passes
+// over its keys: pass 0 finds (max, sum) online, pass 1 recomputes the scores and accumulates p·v.
+//
+// Work split: a block takes one tile of consecutive tokens of one sequence (host-built, see
+// AttentionTiles) and `nh` query heads of one KV group: rows = tokens x nh <= 16, so K/V tiles
+// loaded once into shared memory serve every query head of the group (GQA) and every token of the
+// tile (prefill). 4 warps; with few rows (decode) the warps split each 128-key tile between them
+// (key groups), with many rows they split the rows. Each lane scores one key (16-byte shared loads,
+// row stride padded to avoid bank conflicts) and owns head dims lane, lane + 32, ... of the output.
+// Partial results of key groups are merged through shared memory in a fixed order: no atomics, the
+// same batch gives the same bits.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -17,98 +29,286 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kTile = 64;
+constexpr int kKeys = 128;       // keys per shared-memory tile
+constexpr int kMaxRows = 16;     // query rows (token x head) per block
+constexpr int kRowsPerWarp = 4;  // register-blocked rows per warp
 constexpr int kMaxHeadDim = 256;
-constexpr int kDimsPerThread = kMaxHeadDim / kThreads;
+constexpr int kDimsPerLane = kMaxHeadDim / 32;
+constexpr int kPad = 8;  // bf16 elements of padding per shared K/V row (16-byte loads stay conflict-free)
+
+struct Geometry {
+  int rows, nh, row_groups, key_groups;
+};
+
+// Score of one (row, key) pair from the raw fp32 dot product, rounded like transformers' eager path.
+__device__ __forceinline__ float Score(float dot, const AttentionParams& p) {
+  float s = RoundBf16(RoundBf16(dot) * p.scale);
+  if (p.softcap > 0) {
+    s = RoundBf16(tanhf(RoundBf16(s * (1.0f / p.softcap))));
+    s = RoundBf16(s * p.softcap);
+  }
+  return s;
+}
+
+// (m, l) of two partial softmax sums merged (commutative: a butterfly gives every lane the same).
+__device__ __forceinline__ void Merge(float& m, float& l, float m_other, float l_other) {
+  const float new_m = fmaxf(m, m_other);
+  if (new_m == -INFINITY) return;
+  l = (m == -INFINITY ? 0.0f : l * expf(m - new_m)) + (m_other == -INFINITY ? 0.0f : l_other * expf(m_other - new_m));
+  m = new_m;
+}
+
+// Loads keys [start, start + kKeys) (those <= hi) of `pool` into `dst` [kKeys][d + kPad]; zeros past hi.
+__device__ __forceinline__ void LoadTile(const uint16_t* pool, const PagedKvLayer& cache, const int32_t* table,
+                                         int64_t kv_head, int64_t start, int64_t hi, uint16_t* dst) {
+  const int d = static_cast<int>(cache.head_dim), chunks = d / 8;
+  const int64_t row = cache.num_kv_heads * cache.head_dim;
+#pragma unroll 4
+  for (int idx = threadIdx.x; idx < kKeys * chunks; idx += kThreads) {
+    const int key = idx / chunks, c = idx % chunks;
+    const int64_t j = start + key;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (j <= hi) {
+      const int64_t slot = int64_t{table[j / cache.block_size]} * cache.block_size + j % cache.block_size;
+      value = *reinterpret_cast<const uint4*>(pool + slot * row + kv_head * d + c * 8);
+    }
+    *reinterpret_cast<uint4*>(dst + key * (d + kPad) + c * 8) = value;
+  }
+}
+
+__device__ __forceinline__ void Unpack8(const uint4& v, float* f) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+  }
+}
 
 __global__ void __launch_bounds__(kThreads)
-    PagedAttentionKernel(PagedKvLayer cache, BatchLayout batch, AttentionParams p, const uint16_t* q, uint16_t* out) {
-  const int64_t head = blockIdx.x, t = blockIdx.y;
-  const int64_t d = cache.head_dim, row = cache.num_kv_heads * d;
-  const int64_t kv_head = head / (p.num_heads / cache.num_kv_heads);
+    AttentionKernel(PagedKvLayer cache, BatchLayout batch, AttentionParams p, Geometry g, const uint16_t* q,
+                    uint16_t* out) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int d = static_cast<int>(cache.head_dim);
+  float* q_s = reinterpret_cast<float*>(smem);                             // [rows][d]
+  float* ml_s = q_s + kMaxRows * d;                                        // [kWarps][kRowsPerWarp][2]
+  uint16_t* kv_s = reinterpret_cast<uint16_t*>(ml_s + kWarps * kRowsPerWarp * 2);  // [kKeys][d + kPad]
+
+  const int64_t t0 = batch.tiles[2 * blockIdx.x], n_tok = batch.tiles[2 * blockIdx.x + 1];
+  const int64_t kv_head = blockIdx.y;
+  const int64_t group = p.num_heads / cache.num_kv_heads;
+  const int64_t head0 = kv_head * group + int64_t{blockIdx.z} * g.nh;
+  const int rows = static_cast<int>(n_tok) * g.nh;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __shared__ float q_s[kMaxHeadDim];
-  __shared__ float scores[kTile];
-  __shared__ int64_t slots[kTile];
+  const int rg = warp % g.row_groups, kg = warp / g.row_groups;
 
-  const uint16_t* q_row = q + (t * p.num_heads + head) * d;
-  for (int64_t i = threadIdx.x; i < d; i += kThreads) q_s[i] = Bf16ToFloat(q_row[i]);
-  const int64_t pos = batch.positions[t];
-  const int32_t* table = batch.tables + batch.table_begin[batch.token_seq[t]];
-  const int64_t first = p.sliding_window > 0 ? max(int64_t{0}, pos - p.sliding_window + 1) : 0;
+  for (int idx = threadIdx.x; idx < rows * d; idx += kThreads) {
+    const int r = idx / d, i = idx % d;
+    q_s[idx] = Bf16ToFloat(q[((t0 + r / g.nh) * p.num_heads + head0 + r % g.nh) * d + i]);
+  }
+  const int32_t* table = batch.tables + batch.table_begin[batch.token_seq[t0]];
+  const int64_t hi = batch.positions[t0 + n_tok - 1];
+  const int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
 
-  float acc[kDimsPerThread];
+  // This warp's rows: rg, rg + row_groups, ... (at most kRowsPerWarp).
+  int row_of[kRowsPerWarp];
+  int64_t first[kRowsPerWarp], last[kRowsPerWarp];
 #pragma unroll
-  for (int i = 0; i < kDimsPerThread; ++i) acc[i] = 0;
-  float running_max = -INFINITY, running_sum = 0;
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    row_of[i] = rg + i * g.row_groups;
+    const bool live = row_of[i] < rows;
+    const int64_t pos = live ? batch.positions[t0 + row_of[i] / g.nh] : -1;
+    last[i] = pos;
+    first[i] = p.sliding_window > 0 ? max(int64_t{0}, pos - p.sliding_window + 1) : 0;
+    if (!live) first[i] = 1;  // empty range
+  }
+  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDimsPerLane];
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0;
+#pragma unroll
+    for (int k = 0; k < kDimsPerLane; ++k) acc[i][k] = 0;
+  }
+
+  const int keys_per_warp = kKeys / g.key_groups;  // 32 * (4 / key_groups) keys, lanes stride over them
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int64_t start = lo; start <= hi; start += kKeys) {
+      __syncthreads();
+      LoadTile(cache.k, cache, table, kv_head, start, hi, kv_s);
+      __syncthreads();
+      // Scores of this warp's keys: key slot kg * keys_per_warp + sub * 32 + lane.
+      float prob[kRowsPerWarp][kKeys / 32];
+      for (int sub = 0; sub < keys_per_warp / 32; ++sub) {
+        const int key = kg * keys_per_warp + sub * 32 + lane;
+        const int64_t j = start + key;
+        float dot[kRowsPerWarp] = {0, 0, 0, 0};
+        const uint16_t* krow = kv_s + key * (d + kPad);
+        for (int c = 0; c < d / 8; ++c) {
+          float kf[8];
+          Unpack8(*reinterpret_cast<const uint4*>(krow + c * 8), kf);
+#pragma unroll
+          for (int i = 0; i < kRowsPerWarp; ++i) {
+            if (row_of[i] >= rows) continue;
+            const float4 a = *reinterpret_cast<const float4*>(q_s + row_of[i] * d + c * 8);
+            const float4 b = *reinterpret_cast<const float4*>(q_s + row_of[i] * d + c * 8 + 4);
+            dot[i] += a.x * kf[0] + a.y * kf[1] + a.z * kf[2] + a.w * kf[3] + b.x * kf[4] + b.y * kf[5] +
+                      b.z * kf[6] + b.w * kf[7];
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kRowsPerWarp; ++i) {
+          const bool valid = j >= first[i] && j <= last[i];
+          const float s = valid ? Score(dot[i], p) : -INFINITY;
+          if (pass == 0) {
+            if (valid) Merge(m[i], l[i], s, 1.0f);
+            prob[i][sub] = 0;
+          } else {
+            prob[i][sub] = valid ? RoundBf16(expf(s - m[i]) / l[i]) : 0.0f;
+          }
+        }
+      }
+      if (pass == 0) continue;
+      __syncthreads();
+      LoadTile(cache.v, cache, table, kv_head, start, hi, kv_s);
+      __syncthreads();
+      for (int sub = 0; sub < keys_per_warp / 32; ++sub) {
+        for (int k = 0; k < 32; ++k) {
+          const uint16_t* vrow = kv_s + (kg * keys_per_warp + sub * 32 + k) * (d + kPad);
+          float vf[kDimsPerLane];
+#pragma unroll
+          for (int x = 0; x < kDimsPerLane; ++x) {
+            const int dim = lane + 32 * x;
+            vf[x] = dim < d ? Bf16ToFloat(vrow[dim]) : 0.0f;
+          }
+#pragma unroll
+          for (int i = 0; i < kRowsPerWarp; ++i) {
+            const float pk = __shfl_sync(0xFFFFFFFFu, prob[i][sub], k);
+#pragma unroll
+            for (int x = 0; x < kDimsPerLane; ++x) acc[i][x] += pk * vf[x];
+          }
+        }
+      }
+    }
+    if (pass == 0) {
+      // Row (max, sum): over the lanes (butterfly), then over the key groups in a fixed order.
+#pragma unroll
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        for (int off = 16; off > 0; off >>= 1) {
+          const float mo = __shfl_xor_sync(0xFFFFFFFFu, m[i], off), lo_ = __shfl_xor_sync(0xFFFFFFFFu, l[i], off);
+          Merge(m[i], l[i], mo, lo_);
+        }
+        if (lane == 0) {
+          ml_s[(warp * kRowsPerWarp + i) * 2] = m[i];
+          ml_s[(warp * kRowsPerWarp + i) * 2 + 1] = l[i];
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        float mm = -INFINITY, ll = 0;
+        for (int k = 0; k < g.key_groups; ++k) {
+          const int w = rg + k * g.row_groups;
+          Merge(mm, ll, ml_s[(w * kRowsPerWarp + i) * 2], ml_s[(w * kRowsPerWarp + i) * 2 + 1]);
+        }
+        m[i] = mm;
+        l[i] = ll;
+      }
+    }
+  }
+
+  // Merge the key groups' partial outputs (fixed order) and write bf16.
   __syncthreads();
+  float* part = reinterpret_cast<float*>(kv_s);  // [kWarps][kRowsPerWarp][d]
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+#pragma unroll
+    for (int x = 0; x < kDimsPerLane; ++x) {
+      const int dim = lane + 32 * x;
+      if (dim < d) part[(warp * kRowsPerWarp + i) * d + dim] = acc[i][x];
+    }
+  }
+  __syncthreads();
+  if (kg != 0) return;
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int r = row_of[i];
+    if (r >= rows) continue;
+    uint16_t* dst = out + ((t0 + r / g.nh) * p.num_heads + head0 + r % g.nh) * d;
+#pragma unroll
+    for (int x = 0; x < kDimsPerLane; ++x) {
+      const int dim = lane + 32 * x;
+      if (dim >= d) continue;
+      float sum = 0;
+      for (int k = 0; k < g.key_groups; ++k) sum += part[((rg + k * g.row_groups) * kRowsPerWarp + i) * d + dim];
+      dst[dim] = FloatToBf16(sum);
+    }
+  }
+}
 
-  for (int64_t tile = first; tile <= pos; tile += kTile) {
-    const int n = static_cast<int>(min(int64_t{kTile}, pos + 1 - tile));
-    if (threadIdx.x < n) {
-      const int64_t j = tile + threadIdx.x;
-      slots[threadIdx.x] = int64_t{table[j / cache.block_size]} * cache.block_size + j % cache.block_size;
-    }
-    __syncthreads();
-    for (int k = warp; k < n; k += kWarps) {
-      const uint16_t* key = cache.k + slots[k] * row + kv_head * d;
-      float dot = 0;
-      for (int64_t i = lane; i < d; i += 32) dot += q_s[i] * Bf16ToFloat(key[i]);
-      dot = WarpSum(dot);
-      if (lane == 0) {
-        float s = dot * p.scale;
-        if (p.softcap > 0) s = tanhf(s / p.softcap) * p.softcap;
-        scores[k] = s;
-      }
-    }
-    __syncthreads();
-    float tile_max = -INFINITY;
-    for (int k = 0; k < n; ++k) tile_max = fmaxf(tile_max, scores[k]);
-    const float new_max = fmaxf(running_max, tile_max);
-    const float correction = expf(running_max - new_max);  // 0 on the first tile
-    __syncthreads();
-    if (threadIdx.x < n) scores[threadIdx.x] = expf(scores[threadIdx.x] - new_max);
-    __syncthreads();
-    float tile_sum = 0;
-    for (int k = 0; k < n; ++k) tile_sum += scores[k];
-    running_sum = running_sum * correction + tile_sum;
-    running_max = new_max;
-#pragma unroll
-    for (int i = 0; i < kDimsPerThread; ++i) {
-      const int64_t dim = threadIdx.x + i * kThreads;
-      if (dim < d) {
-        float a = acc[i] * correction;
-        for (int k = 0; k < n; ++k) a += scores[k] * Bf16ToFloat(cache.v[slots[k] * row + kv_head * d + dim]);
-        acc[i] = a;
-      }
-    }
-    __syncthreads();  // scores and slots are rewritten by the next tile
-  }
-  uint16_t* dst = out + (t * p.num_heads + head) * d;
-  const float inv = 1.0f / running_sum;
-#pragma unroll
-  for (int i = 0; i < kDimsPerThread; ++i) {
-    const int64_t dim = threadIdx.x + i * kThreads;
-    if (dim < d) dst[dim] = FloatToBf16(acc[i] * inv);
-  }
+size_t SharedBytes(int64_t d) {
+  const size_t tile = static_cast<size_t>(kKeys) * (d + kPad) * 2;
+  const size_t part = static_cast<size_t>(kWarps) * kRowsPerWarp * d * 4;
+  return static_cast<size_t>(kMaxRows) * d * 4 + kWarps * kRowsPerWarp * 2 * 4 + (tile > part ? tile : part);
 }
 
 }  // namespace
 
+int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads) {
+  const int64_t group = num_kv_heads > 0 ? num_heads / num_kv_heads : 1;
+  return group >= kMaxRows ? 1 : kMaxRows / group;
+}
+
+std::vector<int32_t> AttentionTiles(const std::vector<int32_t>& token_seq, int64_t tile_tokens, int64_t* max_count) {
+  std::vector<int32_t> tiles;
+  if (max_count != nullptr) *max_count = 0;
+  const int64_t n = static_cast<int64_t>(token_seq.size());
+  for (int64_t t = 0; t < n;) {
+    int64_t end = t + 1;
+    while (end < n && end - t < tile_tokens && token_seq[end] == token_seq[t]) ++end;
+    tiles.push_back(static_cast<int32_t>(t));
+    tiles.push_back(static_cast<int32_t>(end - t));
+    if (max_count != nullptr && end - t > *max_count) *max_count = end - t;
+    t = end;
+  }
+  return tiles;
+}
+
 Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
                       const uint16_t* q, uint16_t* out, GpuStream stream) {
-  if (cache.head_dim > kMaxHeadDim) {
-    return InvalidArgument("PagedAttention: head_dim " + std::to_string(cache.head_dim) + " > " +
+  const int64_t d = cache.head_dim;
+  if (d > kMaxHeadDim || d % 8 != 0 || d <= 0) {
+    return InvalidArgument("PagedAttention: head_dim " + std::to_string(d) + " must be a multiple of 8 and <= " +
                            std::to_string(kMaxHeadDim));
   }
   if (cache.num_kv_heads <= 0 || params.num_heads % cache.num_kv_heads != 0) {
     return InvalidArgument("PagedAttention: num_heads must be a multiple of num_kv_heads");
   }
   if (batch.num_tokens == 0) return Status::Ok();
-  if (batch.num_tokens > 65535) return InvalidArgument("PagedAttention: more than 65535 tokens in one step");
-  const dim3 grid(static_cast<unsigned>(params.num_heads), static_cast<unsigned>(batch.num_tokens));
-  PagedAttentionKernel<<<grid, kThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(cache, batch, params, q, out);
-  return CheckLaunch("PagedAttentionKernel");
+  if (batch.tiles == nullptr || batch.num_tiles <= 0 || batch.tile_tokens <= 0 || batch.tile_tokens > kMaxRows) {
+    return InvalidArgument("PagedAttention: the batch has no attention tiles of 1.." + std::to_string(kMaxRows) +
+                           " tokens (see AttentionTiles)");
+  }
+  if (batch.num_tiles > 0x7FFFFFFF) return InvalidArgument("PagedAttention: too many tiles");
+  const int64_t group = params.num_heads / cache.num_kv_heads;
+  int nh = 1;  // heads per block: the largest divisor of the group with tile_tokens * nh <= kMaxRows
+  for (int64_t h = 1; h <= group; ++h) {
+    if (group % h == 0 && h * batch.tile_tokens <= kMaxRows) nh = static_cast<int>(h);
+  }
+  const int max_rows = static_cast<int>(batch.tile_tokens) * nh;
+  Geometry g{0, nh, 0, 0};
+  g.row_groups = max_rows <= 4 ? 1 : max_rows <= 8 ? 2 : 4;
+  g.key_groups = kWarps / g.row_groups;
+  const size_t shared = SharedBytes(d);
+  if (shared > 48 * 1024) {
+    DF11_RETURN_IF_ERROR(CheckCuda(
+        cudaFuncSetAttribute(AttentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+        "cudaFuncSetAttribute(AttentionKernel)"));
+  }
+  const dim3 grid(static_cast<unsigned>(batch.num_tiles), static_cast<unsigned>(cache.num_kv_heads),
+                  static_cast<unsigned>(group / nh));
+  AttentionKernel<<<grid, kThreads, shared, reinterpret_cast<cudaStream_t>(stream)>>>(cache, batch, params, g, q, out);
+  return CheckLaunch("AttentionKernel");
 }
 
 }  // namespace df11::cuda

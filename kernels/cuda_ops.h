@@ -130,7 +130,21 @@ struct BatchLayout {
   const int32_t* token_seq = nullptr;    // [T]
   const int32_t* table_begin = nullptr;  // [S]
   const int32_t* tables = nullptr;       // [sum of block table lengths]
+  // Attention work: num_tiles pairs {first token, token count} (host: AttentionTiles), each a run
+  // of consecutive tokens of one sequence; tile_tokens: the largest count (it sets how a block's
+  // warps split rows and keys: decode-only batches get key-split blocks). Only PagedAttention
+  // reads these.
+  const int32_t* tiles = nullptr;  // [2 * num_tiles]
+  int64_t num_tiles = 0;
+  int64_t tile_tokens = 0;
 };
+
+// Tokens per attention tile for a model: 16 query rows (token x head of one KV group) per block.
+int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads);
+// Host: the tiles of a batch from its token -> sequence map (tokens of a sequence consecutive),
+// at most tile_tokens tokens each; *max_count (if given) gets the largest count.
+std::vector<int32_t> AttentionTiles(const std::vector<int32_t>& token_seq, int64_t tile_tokens,
+                                    int64_t* max_count = nullptr);
 
 // Stores k, v [T, num_kv_heads, head_dim] bf16 into the slots of each token's position.
 // Contract: no two tokens map to the same slot.
@@ -145,8 +159,9 @@ struct AttentionParams {
 };
 // Causal attention of every token over its sequence's cached keys [first, position] (the cache
 // must already hold the new tokens): out [T, num_heads, head_dim] bf16 from q of the same shape.
-// fp32 scores, online softmax with a fixed key order, fp32 accumulation, one rounding at the end.
-// head_dim <= 256.
+// Rounds like transformers' eager bf16 attention: s = bf16(bf16(q.k) * scale) (soft-cap steps each
+// rounded), p = bf16(softmax_fp32(s)), out = bf16(fp32 sum of p v). Needs batch.tiles; head_dim a
+// multiple of 8, <= 256. Deterministic (fixed reduction orders, no atomics).
 Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
                       const uint16_t* q, uint16_t* out, GpuStream stream);
 

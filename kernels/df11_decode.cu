@@ -104,10 +104,25 @@ __device__ __forceinline__ WindowLoad LoadWindow(const DeviceUnit& u, uint32_t c
 
 constexpr int kPrefetchGroups = 4;  // sign_mantissa groups of 8 prefetched per thread (16K elements/chunk)
 
+// Work `index` of a launch: one range and one chunk it touches. Without `items`: the range
+// [begin, end) to `out` and chunk first_chunk + index; with: items[index].
+struct Work {
+  uint32_t chunk;
+  uint64_t begin, end;
+  uint16_t* out;
+};
+
+__device__ __forceinline__ Work WorkAt(uint32_t index, uint64_t begin, uint64_t end, uint32_t first_chunk,
+                                       uint16_t* out, const Df11DecodeItem* items) {
+  if (items == nullptr) return Work{first_chunk + index, begin, end, out};
+  const Df11DecodeItem it = items[index];
+  return Work{it.chunk, it.begin, it.end, out + it.out_offset};
+}
+
 template <int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
-    Df11DecodeKernel(DeviceUnit u, uint64_t begin, uint64_t end, uint32_t first_chunk, uint32_t last_chunk,
-                     uint16_t* __restrict__ out, bool vector_ok) {
+    Df11DecodeKernel(DeviceUnit u, uint64_t range_begin, uint64_t range_end, uint32_t first_chunk, uint32_t num_work,
+                     uint16_t* __restrict__ range_out, const Df11DecodeItem* __restrict__ items, bool vector_ok) {
   extern __shared__ __align__(16) uint8_t smem[];
   uint32_t* table = reinterpret_cast<uint32_t*>(smem);
   uint32_t* scan = reinterpret_cast<uint32_t*>(smem + kTableBytes);
@@ -115,17 +130,26 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   uint8_t* exps = staging + kStagingBytes;  // [max_chunk_elements + 16], element e at e - (start & ~7)
   const int tid = threadIdx.x;
 
-  uint32_t chunk = first_chunk + blockIdx.x;
+  uint32_t index = blockIdx.x;
+  Work work;
   WindowLoad next;
-  if (chunk < last_chunk) next = LoadWindow(u, chunk, tid);
+  if (index < num_work) {
+    work = WorkAt(index, range_begin, range_end, first_chunk, range_out, items);
+    next = LoadWindow(u, work.chunk, tid);
+  }
   for (int i = tid; i < kTableBytes / 16; i += kThreads) {
     reinterpret_cast<uint4*>(table)[i] = reinterpret_cast<const uint4*>(u.pair_table)[i];
   }
   __syncthreads();
 
-  for (; chunk < last_chunk; chunk += gridDim.x) {
+  for (; index < num_work; index += gridDim.x) {
     const WindowLoad cur = next;
-    if (chunk + gridDim.x < last_chunk) next = LoadWindow(u, chunk + gridDim.x, tid);  // hidden by this chunk
+    const uint64_t begin = work.begin, end = work.end;
+    uint16_t* const out = work.out;
+    if (index + gridDim.x < num_work) {  // hidden by this chunk
+      work = WorkAt(index + gridDim.x, range_begin, range_end, first_chunk, range_out, items);
+      next = LoadWindow(u, work.chunk, tid);
+    }
     const uint32_t start = cur.start, stop = cur.stop;
     const uint64_t lo = max(static_cast<uint64_t>(start), begin), hi = min(static_cast<uint64_t>(stop), end);
     const uint64_t g_first = lo / 8, g_last = lo < hi ? (hi + 7) / 8 : g_first;
@@ -227,18 +251,18 @@ static Status CudaStatus(cudaError_t err, const char* what, const char* file, in
 }
 #define DF11_CUDA_RETURN(expr) DF11_RETURN_IF_ERROR(CudaStatus((expr), #expr, __FILE__, __LINE__))
 
-Status LaunchDf11Decode(const DeviceUnit& unit, const UnitLayout& layout, uint64_t begin, uint64_t end,
-                        uint16_t* out, GpuStream stream) {
-  if (begin > end || end > unit.num_elements) {
-    return OutOfRange("decode range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside [0, " +
-                      std::to_string(unit.num_elements) + ")");
-  }
-  if (begin == end) return Status::Ok();
-  const auto& starts = layout.chunk_starts;
-  const uint32_t c0 = static_cast<uint32_t>(
-      std::upper_bound(starts.begin(), starts.begin() + layout.num_chunks, begin) - starts.begin() - 1);
-  const uint32_t c1 = static_cast<uint32_t>(
-      std::lower_bound(starts.begin(), starts.begin() + layout.num_chunks, end) - starts.begin());
+namespace {
+
+using KernelFn = void (*)(DeviceUnit, uint64_t, uint64_t, uint32_t, uint32_t, uint16_t*, const Df11DecodeItem*, bool);
+
+struct KernelConfig {
+  KernelFn kernel = nullptr;
+  uint64_t smem = 0;
+  uint32_t max_grid = 0;  // SMs x resident blocks per SM
+};
+
+// The kernel variant and its persistent-grid size for this unit's shared memory on this device.
+StatusOr<KernelConfig> Configure(const DeviceUnit& unit) {
   const uint64_t smem = Df11DecodeSharedBytes(unit);
   // Register budget variant: 3 blocks/SM (<= 42 registers) by default; DF11_DECODE_MIN_BLOCKS=2
   // gives the compiler 64 registers (benchmarks compare the two).
@@ -246,7 +270,7 @@ Status LaunchDf11Decode(const DeviceUnit& unit, const UnitLayout& layout, uint64
     const char* v = std::getenv("DF11_DECODE_MIN_BLOCKS");
     return v != nullptr && std::string(v) == "2" ? 2 : 3;
   }();
-  auto* kernel = min_blocks == 2 ? Df11DecodeKernel<2> : Df11DecodeKernel<3>;
+  KernelFn kernel = min_blocks == 2 ? Df11DecodeKernel<2> : Df11DecodeKernel<3>;
   static thread_local int configured_device = -1, blocks_per_sm = 0, sms = 0;
   static thread_local uint64_t configured_smem = 0;
   int device = 0;
@@ -260,10 +284,64 @@ Status LaunchDf11Decode(const DeviceUnit& unit, const UnitLayout& layout, uint64
     configured_device = device;
     configured_smem = smem;
   }
+  return KernelConfig{kernel, smem, static_cast<uint32_t>(sms * blocks_per_sm)};
+}
+
+// Chunks [c0, c1) that elements [begin, end) (begin < end) touch.
+std::pair<uint32_t, uint32_t> ChunksOf(const UnitLayout& layout, uint64_t begin, uint64_t end) {
+  const auto& starts = layout.chunk_starts;
+  const uint32_t c0 = static_cast<uint32_t>(
+      std::upper_bound(starts.begin(), starts.begin() + layout.num_chunks, begin) - starts.begin() - 1);
+  const uint32_t c1 = static_cast<uint32_t>(
+      std::lower_bound(starts.begin(), starts.begin() + layout.num_chunks, end) - starts.begin());
+  return {c0, c1};
+}
+
+}  // namespace
+
+Status LaunchDf11Decode(const DeviceUnit& unit, const UnitLayout& layout, uint64_t begin, uint64_t end,
+                        uint16_t* out, GpuStream stream) {
+  if (begin > end || end > unit.num_elements) {
+    return OutOfRange("decode range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside [0, " +
+                      std::to_string(unit.num_elements) + ")");
+  }
+  if (begin == end) return Status::Ok();
+  const auto [c0, c1] = ChunksOf(layout, begin, end);
+  DF11_ASSIGN_OR_RETURN(const KernelConfig cfg, Configure(unit));
   const uint32_t chunks = c1 - c0;
-  const uint32_t grid = std::min<uint32_t>(chunks, static_cast<uint32_t>(sms * blocks_per_sm));
+  const uint32_t grid = std::min<uint32_t>(chunks, cfg.max_grid);
   const bool vector_ok = begin % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-  kernel<<<grid, kThreads, smem, reinterpret_cast<cudaStream_t>(stream)>>>(unit, begin, end, c0, c1, out, vector_ok);
+  cfg.kernel<<<grid, kThreads, cfg.smem, reinterpret_cast<cudaStream_t>(stream)>>>(unit, begin, end, c0, chunks, out,
+                                                                                   nullptr, vector_ok);
+  DF11_CUDA_RETURN(cudaGetLastError());
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Df11DecodeItem>> Df11DecodeItems(const UnitLayout& layout, std::span<const Df11Range> ranges,
+                                                      bool* vector_ok) {
+  std::vector<Df11DecodeItem> items;
+  if (vector_ok != nullptr) *vector_ok = true;
+  for (const Df11Range& r : ranges) {
+    if (r.begin > r.end || r.end > layout.num_elements) {
+      return OutOfRange("decode range [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                        ") outside [0, " + std::to_string(layout.num_elements) + ")");
+    }
+    if (r.begin == r.end) continue;
+    if (vector_ok != nullptr && (r.begin % 8 != 0 || r.out_offset % 8 != 0)) *vector_ok = false;
+    const auto [c0, c1] = ChunksOf(layout, r.begin, r.end);
+    for (uint32_t c = c0; c < c1; ++c) items.push_back({r.begin, r.end, r.out_offset, c, 0});
+  }
+  return items;
+}
+
+Status LaunchDf11DecodeItems(const DeviceUnit& unit, const Df11DecodeItem* items, uint32_t num_items, bool vector_ok,
+                             uint16_t* out, GpuStream stream) {
+  if (num_items == 0) return Status::Ok();
+  DF11_ASSIGN_OR_RETURN(const KernelConfig cfg, Configure(unit));
+  const uint32_t grid = std::min<uint32_t>(num_items, cfg.max_grid);
+  vector_ok = vector_ok && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  cfg.kernel<<<grid, kThreads, cfg.smem, reinterpret_cast<cudaStream_t>(stream)>>>(unit, 0, 0, 0, num_items, out, items,
+                                                                                   vector_ok);
   DF11_CUDA_RETURN(cudaGetLastError());
   return Status::Ok();
 }

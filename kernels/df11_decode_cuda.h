@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/df11_format.h"
 #include "kernels/status.h"
@@ -65,6 +67,25 @@ class DeviceUnitBuffer {
 // Fastest when begin % 8 == 0 and `out` is 16-byte aligned.
 Status LaunchDf11Decode(const DeviceUnit& unit, const UnitLayout& layout, uint64_t begin, uint64_t end,
                         uint16_t* out, GpuStream stream);
+
+// Several ranges in one launch (e.g. the embedding rows of a step): range i decodes elements
+// [begin, end) of the unit to out + out_offset (elements). Items are built on the host
+// (Df11DecodeItems: one per (range, chunk it touches), validated against the layout), copied to
+// the device by the caller, then launched. Output ranges must not overlap.
+struct Df11Range {
+  uint64_t begin = 0, end = 0, out_offset = 0;
+};
+struct Df11DecodeItem {
+  uint64_t begin, end, out_offset;
+  uint32_t chunk, reserved;
+};
+// OUT_OF_RANGE for a range outside the unit. *vector_ok: every range allows 16-byte stores
+// (begin and out_offset multiples of 8); pass it to LaunchDf11DecodeItems.
+StatusOr<std::vector<Df11DecodeItem>> Df11DecodeItems(const UnitLayout& layout, std::span<const Df11Range> ranges,
+                                                      bool* vector_ok);
+// `items`: device copy of Df11DecodeItems' result. Asynchronous; returns the launch error.
+Status LaunchDf11DecodeItems(const DeviceUnit& unit, const Df11DecodeItem* items, uint32_t num_items, bool vector_ok,
+                             uint16_t* out, GpuStream stream);
 
 // Shared memory per thread block the kernel needs for this unit (bytes).
 uint64_t Df11DecodeSharedBytes(const DeviceUnit& unit);

@@ -43,12 +43,15 @@ struct SequenceInput {
 struct StepInput {
   std::vector<SequenceInput> sequences;
   KvCache* kv_cache = nullptr;  // the new tokens' K/V are written into it; must match the model
+  bool profile = false;         // CUDA: time GEMMs and attention with events (StepOutput)
 };
 
 struct StepOutput {
   int64_t vocab_size = 0;
   double step_seconds = 0;        // wall time of the whole step (GPU: until logits are on the host)
   double decompress_seconds = 0;  // of which DF11 decoding (units and embedding rows)
+  double gemm_seconds = 0;        // of which GEMMs (CUDA, StepInput::profile only)
+  double attention_seconds = 0;   // of which KV writes + attention (CUDA, StepInput::profile only)
   std::vector<float> logits;                      // [rows.size(), vocab_size] fp32
   std::vector<std::pair<int64_t, int64_t>> rows;  // per logits row: (sequence, index into tokens)
 };

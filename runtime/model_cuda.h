@@ -83,6 +83,8 @@ struct Model::CudaState {
   cuda::DeviceBuffer activations;    // bf16 buffers of the step, grown on demand
   cuda::DeviceBuffer batch_arrays;   // int32 token/position/table arrays of the step
   cuda::EventTimer decode_timer;
+  cuda::EventTimer gemm_timer, attention_timer;  // StepInput::profile
+  bool profile = false;
   std::vector<uint16_t> host_logits;
   uint64_t weight_bytes = 0, bf16_weight_bytes = 0;  // for the LoadReport
 

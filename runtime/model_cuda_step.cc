@@ -1,9 +1,11 @@
 // Model::StepCuda: the generic decoder layer on the GPU (see model_step.cc for the per-layer
 // formulas, identical here with bf16 activations). One stream; the host enqueues the whole step
 // and waits once, for the logits. DF11 units decode into the scratch right before their layer;
-// embedding rows of DF11 models decode row by row (only the step's distinct tokens).
+// embedding rows of DF11 models decode in one launch (only the step's distinct tokens).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <map>
 
 #include "kernels/cpu_ops.h"
@@ -24,10 +26,13 @@ uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 struct HostBatch {
   std::vector<int32_t> data;
   size_t tokens = 0, embed_index = 0, positions = 0, token_seq = 0, table_begin = 0, tables = 0, rows = 0;
+  size_t tiles = 0, num_tiles = 0;  // attention tiles (cuda::AttentionTiles)
+  int64_t tile_tokens = 0;           // the largest tile
   std::vector<int32_t> distinct_tokens;  // DF11 embedding: rows to decode, in embed_index order
 };
 
-HostBatch BuildBatch(const StepInput& input, const KvCacheShape& kv, std::vector<std::pair<int64_t, int64_t>>& rows) {
+HostBatch BuildBatch(const StepInput& input, const KvCacheShape& kv, int64_t tile_tokens,
+                     std::vector<std::pair<int64_t, int64_t>>& rows) {
   std::vector<int32_t> tokens, positions, token_seq, table_begin, tables, row_index;
   rows.clear();
   for (size_t s = 0; s < input.sequences.size(); ++s) {
@@ -67,7 +72,18 @@ HostBatch BuildBatch(const StepInput& input, const KvCacheShape& kv, std::vector
   b.table_begin = append(table_begin);
   b.tables = append(tables);
   b.rows = append(row_index);
+  const std::vector<int32_t> tiles = cuda::AttentionTiles(token_seq, tile_tokens, &b.tile_tokens);
+  b.num_tiles = tiles.size() / 2;
+  b.tiles = append(tiles);
   return b;
+}
+
+// Final logit soft-cap rounded as transformers runs it on bf16 logits: x * (1/cap), tanh, * cap,
+// each result cast to bf16 (PyTorch divides by a scalar through its reciprocal on CUDA).
+void SoftCapBf16(std::vector<float>& logits, float cap) {
+  const float inv = 1.0f / cap;
+  auto round = [](float f) { return cpu::Bf16ToFloat(cpu::FloatToBf16(f)); };
+  for (float& x : logits) x = round(round(std::tanh(round(x * inv))) * cap);
 }
 
 }  // namespace
@@ -111,7 +127,9 @@ StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
 Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y) {
   DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
   if (w.bias != nullptr) DF11_RETURN_IF_ERROR(cuda::BroadcastBias(w.bias, tokens, w.out_features, y, stream));
-  return gemm.Gemm(x, data, tokens, w.out_features, w.in_features, w.bias != nullptr, y);
+  if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
+  DF11_RETURN_IF_ERROR(gemm.Gemm(x, data, tokens, w.out_features, w.in_features, w.bias != nullptr, y));
+  return profile ? gemm_timer.End(stream) : Status::Ok();
 }
 
 Status Model::StepCuda(const StepInput& input, StepOutput& output) {
@@ -120,19 +138,46 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   CudaState& st = *cuda_;
   const GpuStream stream = st.stream;
   KvCache& cache = *input.kv_cache;
-  HostBatch hb = BuildBatch(input, cache.shape(), output.rows);
+  const int64_t tile_tokens = cuda::AttentionTileTokens(c.num_heads, c.num_kv_heads);
+  HostBatch hb = BuildBatch(input, cache.shape(), tile_tokens, output.rows);
   int64_t T = 0;
   for (const SequenceInput& s : input.sequences) T += static_cast<int64_t>(s.tokens.size());
   if (T > 65535) return InvalidArgument("step: " + std::to_string(T) + " new tokens, at most 65535 on CUDA");
   const int64_t R = static_cast<int64_t>(output.rows.size());
   DF11_ASSIGN_OR_RETURN(const StepBuffers b, st.PrepareBuffers(c, T, R));
+  // DF11 embedding: the step's distinct rows decode in one launch; its items travel with the arrays.
+  size_t embed_items = 0, num_embed_items = 0;
+  bool embed_vector_ok = false;
+  if (st.embedding.unit >= 0) {
+    const uint64_t H = c.hidden_size;
+    std::vector<Df11Range> ranges;
+    for (size_t i = 0; i < hb.distinct_tokens.size(); ++i) {
+      const uint64_t begin = st.embedding.unit_offset + static_cast<uint64_t>(hb.distinct_tokens[i]) * H;
+      ranges.push_back({begin, begin + H, i * H});
+    }
+    DF11_ASSIGN_OR_RETURN(const std::vector<Df11DecodeItem> items,
+                          Df11DecodeItems(st.units[st.embedding.unit]->buffer.layout(), ranges, &embed_vector_ok));
+    embed_items = hb.data.size();
+    num_embed_items = items.size();
+    hb.data.resize(AlignUp(embed_items + items.size() * sizeof(Df11DecodeItem) / 4));
+    std::memcpy(hb.data.data() + embed_items, items.data(), items.size() * sizeof(Df11DecodeItem));
+  }
   DF11_RETURN_IF_ERROR(st.batch_arrays.Reserve(hb.data.size() * 4, "step batch arrays"));
   DF11_RETURN_IF_ERROR(cuda::CopyToDevice(st.batch_arrays.data(), hb.data.data(), hb.data.size() * 4, stream));
   const int32_t* arrays = st.batch_arrays.as<const int32_t>();
-  const cuda::BatchLayout batch{T, arrays + hb.positions, arrays + hb.token_seq, arrays + hb.table_begin,
-                                arrays + hb.tables};
+  const cuda::BatchLayout batch{T,
+                                arrays + hb.positions,
+                                arrays + hb.token_seq,
+                                arrays + hb.table_begin,
+                                arrays + hb.tables,
+                                arrays + hb.tiles,
+                                static_cast<int64_t>(hb.num_tiles),
+                                hb.tile_tokens};
   st.loaded_unit = -1;  // a shared scratch may hold another model's unit
   st.decode_timer.Reset();
+  st.gemm_timer.Reset();
+  st.attention_timer.Reset();
+  st.profile = input.profile;
 
   // Embedding.
   const int64_t H = c.hidden_size;
@@ -142,11 +187,10 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   } else {
     const DeviceUnitPlan& plan = *st.units[st.embedding.unit];
     DF11_RETURN_IF_ERROR(st.decode_timer.Begin(stream));
-    for (size_t i = 0; i < hb.distinct_tokens.size(); ++i) {
-      const uint64_t begin = st.embedding.unit_offset + static_cast<uint64_t>(hb.distinct_tokens[i]) * H;
-      DF11_RETURN_IF_ERROR(
-          LaunchDf11Decode(plan.buffer.unit(), plan.buffer.layout(), begin, begin + H, b.embed_rows + i * H, stream));
-    }
+    DF11_RETURN_IF_ERROR(LaunchDf11DecodeItems(plan.buffer.unit(),
+                                               reinterpret_cast<const Df11DecodeItem*>(arrays + embed_items),
+                                               static_cast<uint32_t>(num_embed_items), embed_vector_ok, b.embed_rows,
+                                               stream));
     DF11_RETURN_IF_ERROR(st.decode_timer.End(stream));
     DF11_RETURN_IF_ERROR(
         cuda::EmbeddingGather(b.embed_rows, arrays + hb.embed_index, T, H, scale, b.hidden, stream));
@@ -180,10 +224,12 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
     DF11_RETURN_IF_ERROR(
         cuda::ApplyRope(b.k, T, c.num_kv_heads, hd, rope.rotary_dim, batch.positions, inv_freq, stream));
     const cuda::PagedKvLayer kv = cache.DeviceLayer(layer);
+    if (st.profile) DF11_RETURN_IF_ERROR(st.attention_timer.Begin(stream));
     DF11_RETURN_IF_ERROR(cuda::WriteKv(kv, batch, b.k, b.v, stream));
     const cuda::AttentionParams params{c.num_heads, static_cast<float>(c.attention_scale),
                                        sliding ? c.sliding_window : 0, static_cast<float>(c.attn_logit_softcapping)};
     DF11_RETURN_IF_ERROR(cuda::PagedAttention(kv, batch, params, b.q, b.attn, stream));
+    if (st.profile) DF11_RETURN_IF_ERROR(st.attention_timer.End(stream));
     DF11_RETURN_IF_ERROR(st.Linear(w.o, b.attn, T, b.proj));
     if (c.sandwich_norms) {
       DF11_RETURN_IF_ERROR(cuda::RmsNorm(b.proj, w.post_attention_norm, T, H, eps, add_one, b.proj, stream));
@@ -220,10 +266,10 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));
   output.logits.resize(R * vocab);
   for (int64_t i = 0; i < R * vocab; ++i) output.logits[i] = cpu::Bf16ToFloat(st.host_logits[i]);
-  if (c.final_logit_softcapping > 0) {
-    cpu::SoftCap(output.logits.data(), R * vocab, static_cast<float>(c.final_logit_softcapping));
-  }
+  if (c.final_logit_softcapping > 0) SoftCapBf16(output.logits, static_cast<float>(c.final_logit_softcapping));
   DF11_ASSIGN_OR_RETURN(output.decompress_seconds, st.decode_timer.Seconds());
+  DF11_ASSIGN_OR_RETURN(output.gemm_seconds, st.gemm_timer.Seconds());
+  DF11_ASSIGN_OR_RETURN(output.attention_seconds, st.attention_timer.Seconds());
   output.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }

@@ -211,7 +211,17 @@ TEST(CudaOps, PagedAttentionMatchesCpu) {
     auto dpos = Upload(positions), dseq = Upload(token_seq), dbegin = Upload(table_begin), dtables = Upload(tables);
     auto out = Upload(std::vector<uint16_t>(T * heads * head_dim, 0xFFFF));
     const cuda::PagedKvLayer cache{dk.as<uint16_t>(), dv.as<uint16_t>(), num_blocks, block_size, kv_heads, head_dim};
-    const cuda::BatchLayout batch{T, dpos.as<int32_t>(), dseq.as<int32_t>(), dbegin.as<int32_t>(), dtables.as<int32_t>()};
+    int64_t tile_tokens = 0;
+    const auto tiles = cuda::AttentionTiles(token_seq, cuda::AttentionTileTokens(heads, kv_heads), &tile_tokens);
+    auto dtiles = Upload(tiles);
+    const cuda::BatchLayout batch{T,
+                                  dpos.as<int32_t>(),
+                                  dseq.as<int32_t>(),
+                                  dbegin.as<int32_t>(),
+                                  dtables.as<int32_t>(),
+                                  dtiles.as<int32_t>(),
+                                  static_cast<int64_t>(tiles.size() / 2),
+                                  tile_tokens};
     ASSERT_TRUE(cuda::WriteKv(cache, batch, dkn.as<uint16_t>(), dvn.as<uint16_t>(), nullptr).ok());
     ASSERT_TRUE(
         cuda::PagedAttention(cache, batch, {heads, scale, window, softcap}, dq.as<uint16_t>(), out.as<uint16_t>(), nullptr)

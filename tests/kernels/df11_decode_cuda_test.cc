@@ -109,6 +109,61 @@ TEST(Df11Cuda, RangesMatchCpu) {
   }
 }
 
+// Several ranges in one launch (embedding rows: aligned rows of 4096, plus unaligned ones, a repeat,
+// an empty range, ranges crossing chunk boundaries) land at their offsets, gaps left untouched.
+TEST(Df11Cuda, MultiRangeLaunchMatchesWords) {
+  REQUIRE_GPU();
+  const uint64_t n = 1 << 20;
+  auto words = testing::GaussianWeights(n, 0.02f, 19);
+  auto enc = EncodeUnit(words);
+  ASSERT_TRUE(enc.ok());
+  auto layout = ValidateUnit(enc->view(), "multi");
+  ASSERT_TRUE(layout.ok());
+  auto buf = DeviceUnitBuffer::Upload(enc->view(), *layout);
+  ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+  for (bool aligned : {true, false}) {
+    std::vector<Df11Range> ranges;
+    uint64_t out_size = 0;
+    auto add = [&](uint64_t begin, uint64_t end) {
+      ranges.push_back({begin, end, out_size});
+      out_size += end - begin + (aligned ? 8 : 3);  // a gap after each range
+      if (aligned) out_size = (out_size + 7) / 8 * 8;
+    };
+    for (uint64_t row : {7, 255, 3, 200, 7}) add(row * 4096, row * 4096 + 4096);
+    add(100, 100);
+    add(n - 4096, n);
+    if (!aligned) {
+      add(12345, 12345 + 40000);  // several chunks
+      add(1, 2);
+    }
+    bool vector_ok = false;
+    auto items = Df11DecodeItems(buf->layout(), ranges, &vector_ok);
+    ASSERT_TRUE(items.ok()) << items.status().ToString();
+    EXPECT_EQ(vector_ok, aligned);
+    Df11DecodeItem* d_items = nullptr;
+    uint16_t* out = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_items, items->size() * sizeof(Df11DecodeItem) + 8), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_items, items->data(), items->size() * sizeof(Df11DecodeItem), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&out, out_size * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemset(out, 0xFF, out_size * 2), cudaSuccess);
+    const Status st = LaunchDf11DecodeItems(buf->unit(), d_items, static_cast<uint32_t>(items->size()), vector_ok,
+                                            out, nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    std::vector<uint16_t> got(out_size);
+    ASSERT_EQ(cudaMemcpy(got.data(), out, out_size * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(out);
+    cudaFree(d_items);
+    std::vector<uint16_t> want(out_size, 0xFFFF);
+    for (const Df11Range& r : ranges) {
+      std::copy(words.begin() + r.begin, words.begin() + r.end, want.begin() + r.out_offset);
+    }
+    EXPECT_TRUE(got == want) << (aligned ? "aligned" : "unaligned") << " ranges";
+  }
+  const std::vector<Df11Range> bad = {{n - 1, n + 1, 0}};
+  EXPECT_EQ(Df11DecodeItems(buf->layout(), bad, nullptr).status().code(), StatusCode::kOutOfRange);
+}
+
 TEST(Df11Cuda, CorruptStreamsStayInBounds) {
   REQUIRE_GPU();
   // Structurally valid units with garbage streams and gaps: the output is garbage, but the kernel
