@@ -135,6 +135,47 @@ TEST_F(DaemonGenerateTest, TextAndChatInputsAreTokenizedByTheModel) {
   EXPECT_EQ(text.text(), " hello world");
 }
 
+TEST_F(DaemonGenerateTest, LogprobsAndStopStrings) {
+  auto stub = Stub();
+  pb::GenerateRequest request = TextRequest("tiny", "logprobs", 6);
+  request.set_top_logprobs(3);
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, request);
+  pb::GenerateResponse msg;
+  int tokens = 0;
+  while (reader->Read(&msg)) {
+    ASSERT_EQ(msg.logprobs_size(), msg.token_ids_size());
+    for (int i = 0; i < msg.logprobs_size(); ++i) {
+      const auto& lp = msg.logprobs(i);
+      EXPECT_EQ(lp.token(), msg.token_ids(i));
+      EXPECT_LE(lp.logprob(), 0.0f);
+      ASSERT_EQ(lp.top_size(), 3);
+      EXPECT_EQ(lp.top(0).token(), lp.token()) << "greedy: the chosen token is the most likely";
+      EXPECT_GE(lp.top(0).logprob(), lp.top(1).logprob());
+      tokens++;
+    }
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(tokens, 6);
+  // A stop string taken from the middle of a greedy output ends the stream before it.
+  StreamResult full = Collect(*stub, TextRequest("tiny", "stop here", 40));
+  ASSERT_TRUE(full.status.ok());
+  size_t mid = full.text.size() / 2;
+  while (mid < full.text.size() && (static_cast<unsigned char>(full.text[mid]) & 0xC0) == 0x80) ++mid;
+  if (mid + 1 < full.text.size()) {
+    size_t len = 1;  // one whole UTF-8 character
+    while (mid + len < full.text.size() && (static_cast<unsigned char>(full.text[mid + len]) & 0xC0) == 0x80) ++len;
+    std::string stop = full.text.substr(mid, len);
+    size_t first = full.text.find(stop);
+    pb::GenerateRequest with_stop = TextRequest("tiny", "stop here", 40);
+    with_stop.add_stop(stop);
+    StreamResult stopped = Collect(*stub, with_stop);
+    ASSERT_TRUE(stopped.status.ok()) << stopped.status.error_message();
+    EXPECT_EQ(stopped.last.finish_reason(), pb::FINISH_REASON_STOP);
+    EXPECT_EQ(stopped.text, full.text.substr(0, first));
+  }
+}
+
 TEST_F(DaemonGenerateTest, TwoHundredConcurrentStreamsComplete) {
   auto channel = daemon_->Channel();
   auto stub = pb::Generation::NewStub(channel);
