@@ -1,5 +1,9 @@
 // df11d: the df11-serve daemon. Flags/env/config file -> engine + metrics + gRPC server; loads the
-// configured models (health SERVING once all are warm); SIGTERM/SIGINT drains and exits 0.
+// configured models (health SERVING once all are warm; exit 1 if one fails); SIGTERM/SIGINT
+// drains and exits 0.
+#include <unistd.h>
+
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -62,12 +66,18 @@ int main(int argc, char** argv) {
   auto server = Server::Start(config, engine->get(), metrics.get());
   if (!server.ok()) return Fail(server.status());
 
-  // Models load on their own thread so that a signal during startup still drains promptly.
+  // Models load on their own thread so that a signal during startup still drains promptly. A
+  // configured model that fails to load stops the daemon (exit 1): an orchestrator sees it.
+  std::atomic<bool> startup_failed{false};
   std::thread loader([&] {
     for (const auto& spec : config.models) {
       if ((*server)->context().draining.load()) return;
       if (Status s = LoadAndWarm((*server)->context(), spec, config.warmup_tokens); !s.ok()) {
         LogEvent("error", "startup_model_failed", {{"model", spec.name}, {"error", s.ToString()}});
+        std::fprintf(stderr, "df11d: model '%s': %s\n", spec.name.c_str(), s.ToString().c_str());
+        startup_failed = true;
+        ::kill(::getpid(), SIGTERM);
+        return;
       }
     }
     (*server)->SetStartupDone();
@@ -76,12 +86,12 @@ int main(int argc, char** argv) {
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  LogEvent("info", "signal", {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  if (!startup_failed.load()) LogEvent("info", "signal", {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"}});
   (*server)->Drain(std::chrono::duration<double>(config.drain_grace_seconds));
   loader.join();
   server->reset();
   if (metrics) metrics->AttachEngine(nullptr);
   engine->reset();
   LogEvent("info", "exit");
-  return 0;
+  return startup_failed.load() ? 1 : 0;
 }

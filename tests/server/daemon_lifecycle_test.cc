@@ -199,5 +199,16 @@ TEST_F(DaemonLifecycleTest, BadFlagsExitWithUsageError) {
   EXPECT_NE(d.LogText().find("--max-seqs"), std::string::npos) << d.LogText();
 }
 
+TEST_F(DaemonLifecycleTest, ConfiguredModelThatFailsToLoadExitsOne) {
+  std::ofstream(tmp_.path() + "/models.json") << R"({"models": [{"name": "gone", "path": ")" << tmp_.path()
+                                               << R"(/missing"}]})";
+  Daemon d({"--config", tmp_.path() + "/models.json"}, tmp_.path());
+  EXPECT_EQ(d.Wait(), 1);
+  EXPECT_NE(d.LogText().find("model 'gone': NOT_FOUND"), std::string::npos) << d.LogText();
+  Daemon bad_file({"--config", tmp_.path() + "/nope.json"}, tmp_.path());
+  EXPECT_EQ(bad_file.Wait(), 2);
+  EXPECT_NE(bad_file.LogText().find("nope.json: cannot open config file"), std::string::npos) << bad_file.LogText();
+}
+
 }  // namespace
 }  // namespace df11::test
