@@ -3,9 +3,11 @@
 // number elements from the chunk's output_positions entry. Chunks are independent, so they are
 // spread over threads. The CUDA decoder (df11_decode.cu) must agree with it bit for bit.
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 
 #include "kernels/df11_codec.h"
+#include "kernels/df11_fast_table.h"
 #include "kernels/parallel.h"
 
 namespace df11 {
@@ -35,16 +37,54 @@ inline uint8_t LookupSymbol(const uint8_t* luts, uint32_t bits) {
   return 0;  // unreachable for validated LUTs
 }
 
+// 32 stream bits at `bit` through one unaligned 8-byte load (big-endian); the slow path near the
+// end of the stream.
+inline uint32_t Peek32Fast(std::span<const uint8_t> stream, uint64_t bit) {
+  const uint64_t byte = bit / 8;
+  if (byte + 8 > stream.size()) return Peek32(stream, bit);
+  uint64_t v;
+  std::memcpy(&v, stream.data() + byte, 8);
+  v = __builtin_bswap64(v);
+  return static_cast<uint32_t>(v >> (32 - bit % 8));
+}
+
+// How a decoder finds the code at the top of 32 peeked bits: the literal LUT walk (reference),
+// or the 12-bit fast table first (a memo of the same walk, see df11_fast_table.h).
+struct LutWalk {
+  const uint8_t* luts;
+  const uint8_t* lengths;
+  uint32_t Peek(std::span<const uint8_t> stream, uint64_t bit) const { return Peek32(stream, bit); }
+  void Code(uint32_t bits, uint8_t& symbol, int& len) const {
+    symbol = LookupSymbol(luts, bits);
+    len = lengths[symbol];
+  }
+};
+struct TableFirst {
+  const uint8_t* luts;
+  const uint8_t* lengths;
+  const uint16_t* table;  // [kFastTableSize]
+  uint32_t Peek(std::span<const uint8_t> stream, uint64_t bit) const { return Peek32Fast(stream, bit); }
+  void Code(uint32_t bits, uint8_t& symbol, int& len) const {
+    const uint16_t e = table[bits >> (32 - kFastTableBits)];
+    if (e != 0) {
+      symbol = static_cast<uint8_t>(e & 0xFF);
+      len = e >> 8;
+      return;
+    }
+    symbol = LookupSymbol(luts, bits);
+    len = lengths[symbol];
+  }
+};
+
 struct ChunkError {
   uint64_t chunk = UINT64_MAX;
   Status status;
 };
 
 // Decodes the elements of chunk c that fall in [begin, end) into out[e - begin].
-Status DecodeChunk(const UnitView& unit, const UnitLayout& layout, uint64_t c, uint64_t begin, uint64_t end,
-                   uint16_t* out, const std::string& what) {
-  const uint8_t* luts = unit.luts.data();
-  const uint8_t* lengths = luts + static_cast<size_t>(layout.num_luts - 1) * kLutRowBytes;
+template <typename Codes>
+Status DecodeChunk(const UnitView& unit, const UnitLayout& layout, const Codes& codes, uint64_t c, uint64_t begin,
+                   uint64_t end, uint16_t* out, const std::string& what) {
   const uint64_t first = layout.chunk_starts[c], limit = layout.chunk_starts[c + 1];
   const uint64_t stream_bits = layout.num_bytes * 8;
   const uint64_t w_end = std::min<uint64_t>((c + 1) * layout.threads_per_block, layout.num_windows);
@@ -52,8 +92,9 @@ Status DecodeChunk(const UnitView& unit, const UnitLayout& layout, uint64_t c, u
   for (uint64_t w = c * layout.threads_per_block; w < w_end; ++w) {
     uint64_t bit = w * 64 + WindowGap(unit.gaps, w);
     while (bit < (w + 1) * 64) {
-      const uint8_t symbol = LookupSymbol(luts, Peek32(unit.encoded_exponent, bit));
-      const int len = lengths[symbol];
+      uint8_t symbol;
+      int len;
+      codes.Code(codes.Peek(unit.encoded_exponent, bit), symbol, len);
       if (e < limit) {
         if (bit + len > stream_bits) {
           return DataLoss(what + ": the stream ends early: element " + std::to_string(e) + " (chunk " +
@@ -74,10 +115,9 @@ Status DecodeChunk(const UnitView& unit, const UnitLayout& layout, uint64_t c, u
   return Status::Ok();
 }
 
-}  // namespace
-
-Status DecodeUnitCpu(const UnitView& unit, const UnitLayout& layout, uint64_t begin, uint64_t end, uint16_t* out,
-                     int threads, const std::string& what) {
+template <typename Codes>
+Status DecodeRange(const UnitView& unit, const UnitLayout& layout, const Codes& codes, uint64_t begin, uint64_t end,
+                   uint16_t* out, int threads, const std::string& what) {
   if (begin > end || end > layout.num_elements) {
     return OutOfRange(what + ": range [" + std::to_string(begin) + ", " + std::to_string(end) + ") is outside [0, " +
                       std::to_string(layout.num_elements) + ")");
@@ -91,7 +131,7 @@ Status DecodeUnitCpu(const UnitView& unit, const UnitLayout& layout, uint64_t be
   ChunkError first_error;
   ParallelFor(static_cast<int64_t>(c1 - c0), threads, [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) {
-      Status s = DecodeChunk(unit, layout, c0 + i, begin, end, out, what);
+      Status s = DecodeChunk(unit, layout, codes, c0 + i, begin, end, out, what);
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (c0 + i < first_error.chunk) first_error = {c0 + static_cast<uint64_t>(i), s};
@@ -100,6 +140,23 @@ Status DecodeUnitCpu(const UnitView& unit, const UnitLayout& layout, uint64_t be
     }
   });
   return first_error.status;
+}
+
+}  // namespace
+
+Status DecodeUnitCpu(const UnitView& unit, const UnitLayout& layout, uint64_t begin, uint64_t end, uint16_t* out,
+                     int threads, const std::string& what) {
+  const uint8_t* luts = unit.luts.data();
+  const LutWalk codes{luts, luts + static_cast<size_t>(layout.num_luts - 1) * kLutRowBytes};
+  return DecodeRange(unit, layout, codes, begin, end, out, threads, what);
+}
+
+Status DecodeUnitCpuFast(const UnitView& unit, const UnitLayout& layout, uint64_t begin, uint64_t end, uint16_t* out,
+                         int threads, const std::string& what) {
+  const uint8_t* luts = unit.luts.data();
+  const std::array<uint16_t, kFastTableSize> table = BuildFastTable(unit.luts);
+  const TableFirst codes{luts, luts + static_cast<size_t>(layout.num_luts - 1) * kLutRowBytes, table.data()};
+  return DecodeRange(unit, layout, codes, begin, end, out, threads, what);
 }
 
 }  // namespace df11

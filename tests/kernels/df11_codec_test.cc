@@ -16,7 +16,8 @@ using testing::FibonacciWeights;
 using testing::GaussianWeights;
 using testing::WeightsWithExponents;
 
-// Encodes, validates, decodes whole and checks every bit; returns the unit.
+// Encodes, validates, decodes whole (reference and fast decoder) and checks every bit; returns
+// the unit.
 EncodedUnit RoundTrip(const std::vector<uint16_t>& words, int threads = 0) {
   auto enc = EncodeUnit(words, threads);
   EXPECT_TRUE(enc.ok()) << enc.status().ToString();
@@ -34,6 +35,10 @@ EncodedUnit RoundTrip(const std::vector<uint16_t>& words, int threads = 0) {
       break;
     }
   }
+  std::vector<uint16_t> fast(words.size(), 0xDEAD);
+  s = DecodeUnitCpuFast(enc->view(), *layout, 0, words.size(), fast.data(), threads, "unit");
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(fast == words) << "DecodeUnitCpuFast differs from the input";
   return std::move(enc).value();
 }
 
@@ -142,6 +147,34 @@ TEST(Df11Codec, RandomAccessRanges) {
   std::vector<uint16_t> out(1);
   EXPECT_EQ(DecodeUnitCpu(enc->view(), *layout, 5, words.size() + 1, out.data(), 1, "u").code(),
             StatusCode::kOutOfRange);
+}
+
+// Damaged streams: the fast decoder reports exactly what the reference reports (same status
+// code), and when both succeed (a flip that still parses) the same words.
+TEST(Df11Codec, FastDecoderAgreesWithReferenceOnDamagedStreams) {
+  auto words = GaussianWeights(50000, 0.02f, 11);
+  auto enc = EncodeUnit(words);
+  ASSERT_TRUE(enc.ok());
+  std::mt19937 rng(12);
+  int losses = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    EncodedUnit damaged = *enc;
+    std::vector<uint8_t>& stream = damaged.encoded_exponent;
+    if (trial % 4 == 0) {
+      stream.resize(stream.size() - 1 - rng() % 64);  // truncated: the last chunks run dry
+    } else {
+      stream[rng() % stream.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
+    }
+    auto layout = ValidateUnit(damaged.view(), "u");
+    if (!layout.ok()) continue;
+    std::vector<uint16_t> ref(words.size()), fast(words.size());
+    const Status a = DecodeUnitCpu(damaged.view(), *layout, 0, words.size(), ref.data(), 1, "u");
+    const Status b = DecodeUnitCpuFast(damaged.view(), *layout, 0, words.size(), fast.data(), 1, "u");
+    ASSERT_EQ(a.code(), b.code()) << "trial " << trial << ": " << a.ToString() << " vs " << b.ToString();
+    if (a.ok()) ASSERT_TRUE(ref == fast) << "trial " << trial;
+    losses += a.code() == StatusCode::kDataLoss;
+  }
+  EXPECT_GT(losses, 10);  // the damage is detected, not just tolerated
 }
 
 TEST(Df11Codec, ExponentsAbove239AreRefused) {
