@@ -213,6 +213,15 @@ __global__ void EmbeddingGatherKernel(const uint16_t* table, const int32_t* ids,
   }
 }
 
+__global__ void LogitsToFloatKernel(const uint16_t* src, int64_t n, float cap, float* dst) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    float x = Bf16ToFloat(src[i]);
+    if (cap > 0) x = RoundBf16(RoundBf16(tanhf(RoundBf16(x * inv))) * cap);
+    dst[i] = x;
+  }
+}
+
 __global__ void GatherRowsKernel(const uint16_t* src, const int32_t* rows, int64_t width, uint16_t* out) {
   const uint16_t* row = src + static_cast<int64_t>(rows[blockIdx.x]) * width;
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[blockIdx.x * width + i] = row[i];
@@ -291,6 +300,12 @@ Status EmbeddingGather(const uint16_t* table, const int32_t* ids, int64_t tokens
   EmbeddingGatherKernel<<<static_cast<unsigned>(tokens), ThreadsFor(hidden), 0, S(stream)>>>(table, ids, hidden,
                                                                                              bf16_scale, out);
   return CheckLaunch("EmbeddingGatherKernel");
+}
+
+Status LogitsToFloat(const uint16_t* src, int64_t n, float cap, float* dst, GpuStream stream) {
+  if (n == 0) return Status::Ok();
+  LogitsToFloatKernel<<<GridFor(n, 256), 256, 0, S(stream)>>>(src, n, cap, dst);
+  return CheckLaunch("LogitsToFloatKernel");
 }
 
 Status GatherRows(const uint16_t* src, const int32_t* rows, int64_t num_rows, int64_t width, uint16_t* out,

@@ -105,6 +105,11 @@ Status SplitColumns(const uint16_t* src, int64_t tokens, int64_t a, int64_t b, i
 Status EmbeddingGather(const uint16_t* table, const int32_t* ids, int64_t tokens, int64_t hidden, float scale,
                        uint16_t* out, GpuStream stream);
 
+// dst[i] = float(src[i]) for i < n (exact). cap > 0 applies the final logit soft-cap first, rounded
+// as transformers runs it on bf16 logits: bf16(bf16(tanh(bf16(x * (1/cap)))) * cap) (PyTorch
+// divides by a scalar through its reciprocal on CUDA).
+Status LogitsToFloat(const uint16_t* src, int64_t n, float cap, float* dst, GpuStream stream);
+
 // out[r] = src[rows[r]] for r < num_rows; src [*, width] bf16, rows [num_rows] int32.
 Status GatherRows(const uint16_t* src, const int32_t* rows, int64_t num_rows, int64_t width, uint16_t* out,
                   GpuStream stream);

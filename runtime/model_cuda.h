@@ -59,6 +59,7 @@ struct StepBuffers {
   uint16_t *gate, *up, *act;  // [T, inter] (gate: [T, 2 inter] when fused_gate_up)
   uint16_t* embed_rows;       // [T, hidden] decoded DF11 embedding rows
   uint16_t *selected, *logits;  // [R, hidden], [R, vocab]
+  float* logits_f32;            // [R, vocab] (soft-capped), copied to the host
 };
 
 struct Model::CudaState {
@@ -85,7 +86,6 @@ struct Model::CudaState {
   cuda::EventTimer decode_timer;
   cuda::EventTimer gemm_timer, attention_timer;  // StepInput::profile
   bool profile = false;
-  std::vector<uint16_t> host_logits;
   uint64_t weight_bytes = 0, bf16_weight_bytes = 0;  // for the LoadReport
 
   // Load helpers (model_cuda_load.cc).

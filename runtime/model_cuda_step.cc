@@ -4,11 +4,9 @@
 // embedding rows of DF11 models decode in one launch (only the step's distinct tokens).
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <map>
 
-#include "kernels/cpu_ops.h"
 #include "runtime/model_cuda.h"
 
 namespace df11 {
@@ -78,14 +76,6 @@ HostBatch BuildBatch(const StepInput& input, const KvCacheShape& kv, int64_t til
   return b;
 }
 
-// Final logit soft-cap rounded as transformers runs it on bf16 logits: x * (1/cap), tanh, * cap,
-// each result cast to bf16 (PyTorch divides by a scalar through its reciprocal on CUDA).
-void SoftCapBf16(std::vector<float>& logits, float cap) {
-  const float inv = 1.0f / cap;
-  auto round = [](float f) { return cpu::Bf16ToFloat(cpu::FloatToBf16(f)); };
-  for (float& x : logits) x = round(round(std::tanh(round(x * inv))) * cap);
-}
-
 }  // namespace
 
 StatusOr<StepBuffers> Model::CudaState::PrepareBuffers(const ModelConfig& c, int64_t tokens, int64_t rows) {
@@ -93,7 +83,7 @@ StatusOr<StepBuffers> Model::CudaState::PrepareBuffers(const ModelConfig& c, int
   const uint64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
   const uint64_t sizes[] = {T * H, T * H, T * qd, T * kvd, T * kvd, c.fused_qkv ? T * (qd + 2 * kvd) : 0, T * qd,
                             T * H, T * I * (c.fused_gate_up ? 2 : 1), c.fused_gate_up ? 0 : T * I, T * I, T * H,
-                            R * H, R * c.vocab_size};
+                            R * H, R * c.vocab_size, 2 * R * c.vocab_size};
   uint64_t total = 0;
   for (uint64_t s : sizes) total += AlignUp(s);
   DF11_RETURN_IF_ERROR(activations.Reserve(total * 2, "step activations"));
@@ -103,8 +93,9 @@ StatusOr<StepBuffers> Model::CudaState::PrepareBuffers(const ModelConfig& c, int
     slots[i] = p;
     p += AlignUp(sizes[i]);
   }
-  return StepBuffers{slots[0], slots[1], slots[2], slots[3],  slots[4],  slots[5],  slots[6],
-                     slots[7], slots[8], slots[9], slots[10], slots[11], slots[12], slots[13]};
+  return StepBuffers{slots[0], slots[1],  slots[2],  slots[3],  slots[4],
+                     slots[5], slots[6],  slots[7],  slots[8],  slots[9],
+                     slots[10], slots[11], slots[12], slots[13], reinterpret_cast<float*>(slots[14])};
 }
 
 StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
@@ -253,20 +244,18 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
     DF11_RETURN_IF_ERROR(cuda::AddInPlace(b.hidden, b.proj, T * H, stream));
   }
 
-  // Logits of the requested rows: final norm, lm_head, bf16 -> fp32 on the host, soft-cap.
+  // Logits of the requested rows: final norm, lm_head, soft-cap and fp32 on the device, one copy.
   const int64_t vocab = c.vocab_size;
   output.vocab_size = vocab;
   if (R > 0) {
     DF11_RETURN_IF_ERROR(cuda::GatherRows(b.hidden, arrays + hb.rows, R, H, b.selected, stream));
     DF11_RETURN_IF_ERROR(cuda::RmsNorm(b.selected, st.final_norm, R, H, eps, add_one, b.selected, stream));
     DF11_RETURN_IF_ERROR(st.Linear(st.lm_head, b.selected, R, b.logits));
+    DF11_RETURN_IF_ERROR(cuda::LogitsToFloat(b.logits, R * vocab, static_cast<float>(c.final_logit_softcapping),
+                                             b.logits_f32, stream));
   }
-  st.host_logits.resize(R * vocab);
-  DF11_RETURN_IF_ERROR(cuda::CopyToHost(st.host_logits.data(), b.logits, R * vocab * 2, stream));
-  DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));
   output.logits.resize(R * vocab);
-  for (int64_t i = 0; i < R * vocab; ++i) output.logits[i] = cpu::Bf16ToFloat(st.host_logits[i]);
-  if (c.final_logit_softcapping > 0) SoftCapBf16(output.logits, static_cast<float>(c.final_logit_softcapping));
+  DF11_RETURN_IF_ERROR(cuda::CopyToHost(output.logits.data(), b.logits_f32, R * vocab * 4, stream));
   DF11_ASSIGN_OR_RETURN(output.decompress_seconds, st.decode_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.gemm_seconds, st.gemm_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.attention_seconds, st.attention_timer.Seconds());

@@ -170,36 +170,59 @@ TEST(CudaOps, CopiesGathersAndAddAreExact) {
   }
 }
 
-// Paged attention over a ragged batch (prefill + decode, GQA, sliding window, softcap) vs the CPU.
-TEST(CudaOps, PagedAttentionMatchesCpu) {
+// Logits to fp32: exact without a cap; with cap 30 the bf16-rounded chain, worked by hand:
+// 15 * (1/30) = 0.5 -> tanh 0.46211 -> bf16 0.462890625 -> * 30 = 13.8867 -> bf16 13.875
+// (fp32 soft-cap: 13.8635); 40 -> 1.3359375 -> 0.87109375 -> 26.125; -100 -> -29.875.
+TEST(CudaOps, LogitsToFloatRoundsSoftCapLikeTransformers) {
   REQUIRE_GPU();
-  const int64_t kv_heads = 2, heads = 6, head_dim = 80, block_size = 4, num_blocks = 40;
-  // Sequences: (first position, new tokens, block table) with scattered blocks.
-  struct Seq {
-    int64_t first, n;
-    std::vector<int32_t> table;
-  };
-  const std::vector<Seq> seqs = {{0, 13, {7, 2, 30, 11}}, {70, 1, {}}, {5, 3, {1, 3}}};
-  std::vector<Seq> s = seqs;
-  for (int32_t b = 12; s[1].table.size() < 18; ++b) s[1].table.push_back(b);  // 71 positions
+  const std::vector<uint16_t> x = {0x3F80, 0xC2F7, FloatToBf16(15.0f), FloatToBf16(40.0f), FloatToBf16(-100.0f)};
+  auto dx = Upload(x);
+  auto out = Upload(std::vector<float>(x.size(), -1.0f));
+  ASSERT_TRUE(cuda::LogitsToFloat(dx.as<uint16_t>(), 5, 0.0f, out.as<float>(), nullptr).ok());
+  EXPECT_EQ(Download<float>(out, 5), (std::vector<float>{1.0f, -123.5f, 15.0f, 40.0f, -100.0f}));
+  ASSERT_TRUE(cuda::LogitsToFloat(dx.as<uint16_t>() + 2, 3, 30.0f, out.as<float>(), nullptr).ok());
+  EXPECT_EQ(Download<float>(out, 3), (std::vector<float>{13.875f, 26.125f, -29.875f}));
+}
+
+// Paged attention over a ragged batch vs the CPU: prefill + decode mixed (tiles of several tokens,
+// warps split rows) and decode only (warps split keys), contexts over several 128-key tiles, GQA,
+// sliding window, softcap.
+struct AttentionSeq {
+  int64_t first, n;  // cached positions, new tokens
+};
+
+void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_t kv_heads, int64_t head_dim) {
+  const int64_t block_size = 4;
+  int64_t num_blocks = 0;
+  for (const AttentionSeq& s : seqs) num_blocks += (s.first + s.n + block_size - 1) / block_size;
+  num_blocks += 3;
+  // Block tables: blocks handed out in a scattered order (a stride coprime to num_blocks).
+  std::vector<std::vector<int32_t>> tables(seqs.size());
+  int64_t next = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    for (int64_t b = 0; b < (seqs[i].first + seqs[i].n + block_size - 1) / block_size; ++b) {
+      tables[i].push_back(static_cast<int32_t>((next++ * 7 + 1) % num_blocks));
+    }
+  }
+  ASSERT_NE(num_blocks % 7, 0);
   int64_t T = 0;
   std::vector<cpu::AttentionSequence> cpu_seqs;
-  std::vector<int32_t> positions, token_seq, table_begin, tables;
-  for (size_t i = 0; i < s.size(); ++i) {
-    cpu_seqs.push_back({T, s[i].n, s[i].first, s[i].table});
-    table_begin.push_back(static_cast<int32_t>(tables.size()));
-    tables.insert(tables.end(), s[i].table.begin(), s[i].table.end());
-    for (int64_t j = 0; j < s[i].n; ++j) {
-      positions.push_back(static_cast<int32_t>(s[i].first + j));
+  std::vector<int32_t> positions, token_seq, table_begin, flat_tables;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    cpu_seqs.push_back({T, seqs[i].n, seqs[i].first, tables[i]});
+    table_begin.push_back(static_cast<int32_t>(flat_tables.size()));
+    flat_tables.insert(flat_tables.end(), tables[i].begin(), tables[i].end());
+    for (int64_t j = 0; j < seqs[i].n; ++j) {
+      positions.push_back(static_cast<int32_t>(seqs[i].first + j));
       token_seq.push_back(static_cast<int32_t>(i));
     }
-    T += s[i].n;
+    T += seqs[i].n;
   }
   const int64_t pool = num_blocks * block_size * kv_heads * head_dim;
   const auto k_pool = RandomBf16(pool, 8), v_pool = RandomBf16(pool, 9);  // history for cached positions
   const auto k_new = RandomBf16(T * kv_heads * head_dim, 10), v_new = RandomBf16(T * kv_heads * head_dim, 11);
   const auto q = RandomBf16(T * heads * head_dim, 12);
-  for (auto [window, softcap] : {std::pair<int64_t, float>{0, 0.0f}, {5, 0.0f}, {0, 2.0f}}) {
+  for (auto [window, softcap] : {std::pair<int64_t, float>{0, 0.0f}, {5, 0.0f}, {150, 0.0f}, {0, 2.0f}}) {
     std::vector<float> ck = ToFloat(k_pool), cv = ToFloat(v_pool);
     const cpu::PagedKvLayer cpu_cache{ck.data(), cv.data(), num_blocks, block_size, kv_heads, head_dim};
     cpu::WriteKv(cpu_cache, cpu_seqs, ToFloat(k_new).data(), ToFloat(v_new).data(), 1);
@@ -208,7 +231,8 @@ TEST(CudaOps, PagedAttentionMatchesCpu) {
     cpu::PagedAttention(cpu_cache, cpu_seqs, {heads, scale, window, softcap}, ToFloat(q).data(), want.data(), 1);
 
     auto dk = Upload(k_pool), dv = Upload(v_pool), dkn = Upload(k_new), dvn = Upload(v_new), dq = Upload(q);
-    auto dpos = Upload(positions), dseq = Upload(token_seq), dbegin = Upload(table_begin), dtables = Upload(tables);
+    auto dpos = Upload(positions), dseq = Upload(token_seq), dbegin = Upload(table_begin);
+    auto dtables = Upload(flat_tables);
     auto out = Upload(std::vector<uint16_t>(T * heads * head_dim, 0xFFFF));
     const cuda::PagedKvLayer cache{dk.as<uint16_t>(), dv.as<uint16_t>(), num_blocks, block_size, kv_heads, head_dim};
     int64_t tile_tokens = 0;
@@ -226,14 +250,33 @@ TEST(CudaOps, PagedAttentionMatchesCpu) {
     ASSERT_TRUE(
         cuda::PagedAttention(cache, batch, {heads, scale, window, softcap}, dq.as<uint16_t>(), out.as<uint16_t>(), nullptr)
             .ok());
-    EXPECT_LE(RelError(ToFloat(Download<uint16_t>(out, want.size())), want), 1e-2)
-        << "window " << window << " softcap " << softcap;
+    // 2e-2: the kernel rounds scores and probabilities to bf16 (transformers' eager bf16 path),
+    // the CPU twin keeps them fp32.
+    const auto got = Download<uint16_t>(out, want.size());
+    EXPECT_LE(RelError(ToFloat(got), want), 2e-2) << "window " << window << " softcap " << softcap;
+    // Same bits on a second run (deterministic).
+    ASSERT_TRUE(
+        cuda::PagedAttention(cache, batch, {heads, scale, window, softcap}, dq.as<uint16_t>(), out.as<uint16_t>(), nullptr)
+            .ok());
+    EXPECT_EQ(Download<uint16_t>(out, want.size()), got);
     EXPECT_EQ(Download<uint16_t>(dk, pool), [&] {  // the cache holds exactly the written keys
       std::vector<uint16_t> k(pool);
       for (int64_t i = 0; i < pool; ++i) k[i] = FloatToBf16(ck[i]);
       return k;
     }());
   }
+}
+
+TEST(CudaOps, PagedAttentionMatchesCpu) {
+  REQUIRE_GPU();
+  // Mixed: a 13-token prefill, a decode over 300 cached positions, a 3-token chunk, a 40-token
+  // prefill after 200 cached (several tiles of tokens and of keys). 6 heads over 2 KV heads, dim 80.
+  CheckAttention({{0, 13}, {300, 1}, {5, 3}, {200, 40}}, 6, 2, 80);
+  // Decode only (warps split keys): groups of 4 (Qwen3-8B's 32/8), dim 128.
+  CheckAttention({{300, 1}, {0, 1}, {129, 1}, {127, 1}}, 8, 2, 128);
+  // No GQA, dim 16 (lanes past the head dim idle), group of 32 heads over one KV head, dim 256.
+  CheckAttention({{20, 7}, {3, 1}}, 2, 2, 16);
+  CheckAttention({{40, 2}, {150, 1}}, 32, 1, 256);
 }
 
 // cuBLAS GEMM (+bias through accumulate) vs the CPU matmul, and the same bits whether W sits in
