@@ -113,7 +113,7 @@ Status Model::Embed(const std::vector<int32_t>& tokens, float* hidden) {
   std::vector<uint16_t> row(h);
   for (size_t t = 0; t < tokens.size(); ++t) {  // random access: only this row's chunks decode
     const uint64_t begin = embedding_.unit_offset + static_cast<uint64_t>(tokens[t]) * h;
-    DF11_RETURN_IF_ERROR(DecodeUnitCpu(embedding_.unit->view, embedding_.unit->layout, begin, begin + h, row.data(),
+    DF11_RETURN_IF_ERROR(DecodeUnitCpuFast(embedding_.unit->view, embedding_.unit->layout, begin, begin + h, row.data(),
                                        options_.threads, checkpoint_->dir() + ": " + embedding_.unit->path));
     const int32_t zero = 0;
     cpu::EmbeddingGather(row.data(), std::span<const int32_t>(&zero, 1), h, scale, hidden + t * h);

@@ -57,7 +57,7 @@ Status UnitScratch::Load(const Df11Unit& unit, const std::string& what, int thre
   if (loaded_ == &unit) return Status::Ok();
   if (buffer_.size() < unit.layout.num_elements) buffer_.resize(unit.layout.num_elements);
   loaded_ = nullptr;
-  DF11_RETURN_IF_ERROR(DecodeUnitCpu(unit.view, unit.layout, 0, unit.layout.num_elements, buffer_.data(), threads,
+  DF11_RETURN_IF_ERROR(DecodeUnitCpuFast(unit.view, unit.layout, 0, unit.layout.num_elements, buffer_.data(), threads,
                                      what + ": " + unit.path));
   loaded_ = &unit;
   return Status::Ok();
