@@ -11,7 +11,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libspdlog-dev prometheus-cpp-dev
   clang libclang-rt-14-dev
-  python3 python3-jinja2 python3-grpcio python3-yaml
+  python3 python3-jinja2 python3-grpcio python3-protobuf python3-yaml openssl
   prometheus podman buildah debootstrap curl
 )
 # npm fetches test fixtures; a Node.js that already ships npm (e.g. NodeSource's) conflicts with
