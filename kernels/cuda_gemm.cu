@@ -1,4 +1,5 @@
 // cuBLAS BF16 GEMM wrapper (see cuda_gemm.h).
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -16,9 +17,32 @@ Status CublasStatus(cublasStatus_t st, const char* what) {
   return Internal(std::string(what) + ": cuBLAS error " + cublasGetStatusString(st));
 }
 
+// The largest power of two up to 256 dividing the address (PyTorch's _getAlignment).
+uint32_t Alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t alignment = 256;
+  while (a % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+// Owns cublasLt descriptors for one call.
+struct LtDescriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtDescriptors() {
+    if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
+    if (c != nullptr) cublasLtMatrixLayoutDestroy(c);
+    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+  }
+};
+
 }  // namespace
 
 GemmHandle::~GemmHandle() {
+  if (lt_handle_ != nullptr) cublasLtDestroy(static_cast<cublasLtHandle_t>(lt_handle_));
   if (handle_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(handle_));
 }
 
@@ -31,6 +55,9 @@ Status GemmHandle::Init(GpuStream stream) {
   DF11_RETURN_IF_ERROR(
       CublasStatus(cublasSetWorkspace(h, workspace_.data(), workspace_.bytes()), "cublasSetWorkspace"));
   DF11_RETURN_IF_ERROR(CublasStatus(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode"));
+  cublasLtHandle_t lt = nullptr;
+  DF11_RETURN_IF_ERROR(CublasStatus(cublasLtCreate(&lt), "cublasLtCreate"));
+  lt_handle_ = lt;
   return Status::Ok();
 }
 
@@ -47,6 +74,70 @@ Status GemmHandle::Gemm(const uint16_t* x, const uint16_t* w, int64_t tokens, in
   const std::string what = "cublasGemmEx [" + std::to_string(tokens) + ", " + std::to_string(k) + "] x [" +
                            std::to_string(n) + ", " + std::to_string(k) + "]^T";
   return CublasStatus(st, what.c_str());
+}
+
+Status GemmHandle::LtGemmBias(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t tokens, int64_t n,
+                              int64_t k, uint16_t* y, GpuStream stream, bool* done) {
+  *done = false;
+  LtDescriptors d;
+  if (cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return Status::Ok();
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const cudaDataType_t bias_type = CUDA_R_16BF;
+  const uint64_t workspace = workspace_.bytes();
+  const uint32_t align_w = Alignment(w), align_x = Alignment(x), align_y = Alignment(y);
+  bool ok = cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)) == 0 &&
+            cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)) == 0 &&
+            cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)) == 0 &&
+            cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)) == 0 &&
+            cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                           sizeof(bias_type)) == 0 &&
+            // Column-major: A = W stored [k, n] (transposed), B = X [k, tokens], C = D = Y^T [n, tokens].
+            cublasLtMatrixLayoutCreate(&d.a, CUDA_R_16BF, k, n, k) == 0 &&
+            cublasLtMatrixLayoutCreate(&d.b, CUDA_R_16BF, k, tokens, k) == 0 &&
+            cublasLtMatrixLayoutCreate(&d.c, CUDA_R_16BF, n, tokens, n) == 0 &&
+            cublasLtMatmulPreferenceCreate(&d.pref) == 0 &&
+            cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                 sizeof(workspace)) == 0 &&
+            cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w,
+                                                 sizeof(align_w)) == 0 &&
+            cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_x,
+                                                 sizeof(align_x)) == 0 &&
+            cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_y,
+                                                 sizeof(align_y)) == 0 &&
+            cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_y,
+                                                 sizeof(align_y)) == 0;
+  if (!ok) return Status::Ok();
+  const auto lt = static_cast<cublasLtHandle_t>(lt_handle_);
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(lt, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heuristic, &found) != 0 ||
+      found == 0) {
+    return Status::Ok();  // not supported here: the caller falls back
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  const std::string what = "cublasLtMatmul+bias [" + std::to_string(tokens) + ", " + std::to_string(k) + "] x [" +
+                           std::to_string(n) + ", " + std::to_string(k) + "]^T";
+  DF11_RETURN_IF_ERROR(CublasStatus(cublasLtMatmul(lt, d.op, &alpha, w, d.a, x, d.b, &beta, y, d.c, y, d.c,
+                                                   &heuristic.algo, workspace_.data(), workspace,
+                                                   reinterpret_cast<cudaStream_t>(stream)),
+                                    what.c_str()));
+  *done = true;
+  return Status::Ok();
+}
+
+Status GemmHandle::GemmBias(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n,
+                            int64_t k, uint16_t* y, GpuStream stream) {
+  if (handle_ == nullptr) return FailedPrecondition("GEMM handle not initialised");
+  if (tokens > 1) {
+    DF11_RETURN_IF_ERROR(bias_bf16_.Reserve(static_cast<uint64_t>(n) * 2, "bf16 bias"));
+    DF11_RETURN_IF_ERROR(BroadcastBias(bias, 1, n, bias_bf16_.as<uint16_t>(), stream));
+    bool done = false;
+    DF11_RETURN_IF_ERROR(LtGemmBias(x, w, bias_bf16_.as<const uint16_t>(), tokens, n, k, y, stream, &done));
+    if (done) return Status::Ok();
+  }
+  DF11_RETURN_IF_ERROR(BroadcastBias(bias, tokens, n, y, stream));
+  return Gemm(x, w, tokens, n, k, /*accumulate=*/true, y);
 }
 
 }  // namespace df11::cuda

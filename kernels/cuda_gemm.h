@@ -27,9 +27,20 @@ class GemmHandle {
   // cuBLAS error.
   Status Gemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
               uint16_t* y);
+  // y = x · W^T + bias (bias: [n] fp32 holding bf16 values), rounded to bf16 once. As PyTorch's
+  // addmm: more than one token runs cublasLt with the bias epilogue (a bf16 bias vector, the
+  // first heuristic algorithm under the same workspace and alignment preferences); one token
+  // (or an Lt configuration the library refuses) broadcasts the bias into y and accumulates.
+  Status GemmBias(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
+                  uint16_t* y, GpuStream stream);
 
  private:
-  void* handle_ = nullptr;  // cublasHandle_t
+  Status LtGemmBias(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t tokens, int64_t n, int64_t k,
+                    uint16_t* y, GpuStream stream, bool* done);
+
+  void* handle_ = nullptr;     // cublasHandle_t
+  void* lt_handle_ = nullptr;  // cublasLtHandle_t
+  DeviceBuffer bias_bf16_;     // the current bias as bf16
   DeviceBuffer workspace_;
 };
 

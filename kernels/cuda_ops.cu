@@ -120,6 +120,10 @@ StatusOr<double> EventTimer::Seconds() const {
   double total = 0;
   for (size_t i = 0; i < used_; i += 2) {
     float ms = 0;
+    // The caller may not have synchronised the stream (a step with no logits rows copies
+    // nothing): wait for the end event so its time is ready.
+    DF11_RETURN_IF_ERROR(CheckCuda(cudaEventSynchronize(static_cast<cudaEvent_t>(events_[i + 1])),
+                                   "cudaEventSynchronize"));
     DF11_RETURN_IF_ERROR(CheckCuda(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(events_[i]),
                                                         static_cast<cudaEvent_t>(events_[i + 1])),
                                    "cudaEventElapsedTime"));

@@ -51,7 +51,7 @@ Status Synchronize(GpuStream stream);
 StatusOr<GpuStream> CreateStream();
 void DestroyStream(GpuStream stream);
 
-// Pairs of CUDA events around regions of a stream; Seconds() sums them after the stream synced.
+// Pairs of CUDA events around regions of a stream; Seconds() waits for each end event, then sums.
 class EventTimer {
  public:
   EventTimer() = default;

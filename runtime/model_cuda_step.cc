@@ -117,9 +117,12 @@ StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
 
 Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y) {
   DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
-  if (w.bias != nullptr) DF11_RETURN_IF_ERROR(cuda::BroadcastBias(w.bias, tokens, w.out_features, y, stream));
   if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
-  DF11_RETURN_IF_ERROR(gemm.Gemm(x, data, tokens, w.out_features, w.in_features, w.bias != nullptr, y));
+  if (w.bias != nullptr) {
+    DF11_RETURN_IF_ERROR(gemm.GemmBias(x, data, w.bias, tokens, w.out_features, w.in_features, y, stream));
+  } else {
+    DF11_RETURN_IF_ERROR(gemm.Gemm(x, data, tokens, w.out_features, w.in_features, false, y));
+  }
   return profile ? gemm_timer.End(stream) : Status::Ok();
 }
 
@@ -256,6 +259,7 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   }
   output.logits.resize(R * vocab);
   DF11_RETURN_IF_ERROR(cuda::CopyToHost(output.logits.data(), b.logits_f32, R * vocab * 4, stream));
+  DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));  // also when no rows were copied: the step is done
   DF11_ASSIGN_OR_RETURN(output.decompress_seconds, st.decode_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.gemm_seconds, st.gemm_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.attention_seconds, st.attention_timer.Seconds());

@@ -4,16 +4,18 @@
 #
 # BUNDLE: built here with
 #   /work/shared/tools/bundle-libs BUNDLE build/tests/test_kernels build/tests/test_runtime \
-#       build/cli/df11 build/bench/df11_decode_bench build/bench/model_step_bench
+#       build/cli/df11 build/bench/df11_decode_bench build/bench/model_step_bench [build/bench/engine_bench]
 #   strip --strip-debug BUNDLE/bin/*      # 226 MB -> 32 MB
 # (binaries: test_kernels test_runtime df11 df11_decode_bench model_step_bench)
 #
 # Usage (on the GPU machine, repository root): scripts/gpu/run-gpu-checks.sh BUNDLE_DIR [REF_DIR]
 # Steps (each prints its wall time): GPU tests (test_kernels, test_runtime's CUDA tests),
 # compute-sanitizer on the decoder tests, decode benchmark, a Qwen3-8B-shaped random model
-# (BF16 + DF11, 16 cores), model_step_bench. Logs and JSON under $OUT (default ./out).
+# (BF16 + DF11, 16 cores), model_step_bench. Logs and JSON end up in $OUT/gpu-results.tgz
+# (default OUT ./out), model_step_bench.json also loose beside it.
 # Environment: RUN_DECODE_BENCH=1 adds the DF11 decoder benchmark and memcheck of the decoder
-# tests (unchanged code, ~2 min); WORK (default /tmp/df11-gpu) holds the 8B models (~28 GB).
+# tests (unchanged code, ~2 min); WORK (default /tmp/df11-gpu) holds the 8B models (~28 GB),
+# deleted at the end unless KEEP_MODELS=1.
 set -uo pipefail
 bundle=${1:?bundle dir}
 ref=${2:-}
@@ -79,9 +81,16 @@ done_step model_creation
 
 begin "model_step_bench"
 "$bundle/run" model_step_bench "$work/bf16" "$work/df11" --profile --reps 10 --json "$out/model_step_bench.json" \
-  2>&1 | tee "$out/model_step_bench.log" | tail -40 || status=1
+  2>&1 | tee "$out/model_step_bench.log" | tail -40
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done_step model_step_bench
 
-rm -rf "$work"
+# KEEP_MODELS=1 keeps $work (the engine benchmark runs next on the same models).
+[ "${KEEP_MODELS:-}" = 1 ] || rm -rf "$work"
+# The device tool returns only a few files: every log and JSON goes into one archive; only
+# model_step_bench.json stays loose.
+(cd "$out" && find . -maxdepth 1 -type f \( -name '*.log' -o -name '*.json' -o -name '*.txt' \) -printf '%f\n' \
+  | sort > .packed && tar -czf gpu-results.tgz -T .packed &&
+  grep -vx 'model_step_bench.json' .packed | xargs -r rm -f; rm -f .packed)
 echo "== all done in $(( $(date +%s) - start_all )) s, status $status"
 exit $status
