@@ -16,8 +16,16 @@
 // row stride padded to avoid bank conflicts) and owns head dims lane, lane + 32, ... of the output.
 // Partial results of key groups are merged through shared memory in a fixed order: no atomics, the
 // same batch gives the same bits.
+//
+// Split-KV (flash-decoding): when the grid has fewer blocks than the H100 has SMs (decode of a few
+// sequences) and the caller gave a workspace, each block's key range is cut into `splits` ranges
+// of split_keys keys (a multiple of 64, from the batch's max_keys) and three launches replace one:
+// kStats (per split row max/sum), kValues (every split merges all splits' max/sum in split order,
+// so p is normalised by the global sum exactly as unsplit, then writes its fp32 p·v partial),
+// CombineKernel (partials summed in split order, rounded to bf16). Deterministic.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -36,8 +44,20 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kDimsPerLane = kMaxHeadDim / 32;
 constexpr int kPad = 8;  // bf16 elements of padding per shared K/V row (16-byte loads stay conflict-free)
 
+constexpr int kSplitGranule = 64;     // keys: a split covers a multiple of this
+constexpr int kMaxSplitBlocks = 400;  // blocks x splits bound of the workspace
+
+// Split-KV modes: kWhole (one block per tile, bf16 out); kStats (a key split's row (max, sum) to
+// the workspace); kValues (the splits' (max, sum) merged in split order, then this split's p·v as
+// fp32 partial rows to the workspace); CombineKernel sums the partials in split order.
+enum Mode : int { kWhole = 0, kStats = 1, kValues = 2 };
+
 struct Geometry {
   int rows, nh, row_groups, key_groups;
+  int mode = kWhole, splits = 1;
+  int64_t split_keys = 0;
+  float* stats = nullptr;    // [blocks][splits][kMaxRows][2]
+  float* partial = nullptr;  // [blocks][splits][kMaxRows][d]
 };
 
 // Score of one (row, key) pair from the raw fp32 dot product, rounded like transformers' eager path.
@@ -97,7 +117,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t t0 = batch.tiles[2 * blockIdx.x], n_tok = batch.tiles[2 * blockIdx.x + 1];
   const int64_t kv_head = blockIdx.y;
   const int64_t group = p.num_heads / cache.num_kv_heads;
-  const int64_t head0 = kv_head * group + int64_t{blockIdx.z} * g.nh;
+  const int64_t chunk = blockIdx.z / g.splits, split = blockIdx.z % g.splits;
+  const int64_t head0 = kv_head * group + chunk * g.nh;
   const int rows = static_cast<int>(n_tok) * g.nh;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rg = warp % g.row_groups, kg = warp / g.row_groups;
@@ -107,8 +128,19 @@ __global__ void __launch_bounds__(kThreads)
     q_s[idx] = Bf16ToFloat(q[((t0 + r / g.nh) * p.num_heads + head0 + r % g.nh) * d + i]);
   }
   const int32_t* table = batch.tables + batch.table_begin[batch.token_seq[t0]];
-  const int64_t hi = batch.positions[t0 + n_tok - 1];
-  const int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
+  int64_t hi = batch.positions[t0 + n_tok - 1];
+  int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
+  // Split s covers keys [lo + s * split_keys, ...) of the tile's range; splits past it idle.
+  // (used <= splits when max_keys holds; the clamp keeps a violated contract inside the workspace.)
+  const int64_t used = g.mode == kWhole ? 1 : min(int64_t{g.splits}, (hi - lo + g.split_keys) / g.split_keys);
+  const int64_t block = (int64_t{blockIdx.x} * gridDim.y + blockIdx.y) * (gridDim.z / g.splits) + chunk;
+  float* stats = g.mode == kWhole ? nullptr : g.stats + block * g.splits * kMaxRows * 2;
+  float* partial = g.mode == kWhole ? nullptr : g.partial + (block * g.splits + split) * kMaxRows * d;
+  if (g.mode != kWhole) {
+    if (split >= used) return;
+    lo += split * g.split_keys;
+    hi = min(hi, lo + g.split_keys - 1);
+  }
 
   // This warp's rows: rg, rg + row_groups, ... (at most kRowsPerWarp).
   int row_of[kRowsPerWarp];
@@ -132,7 +164,17 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const int keys_per_warp = kKeys / g.key_groups;  // 32 * (4 / key_groups) keys, lanes stride over them
-  for (int pass = 0; pass < 2; ++pass) {
+  if (g.mode == kValues) {
+    // The row's global (max, sum): the splits' stats merged in split order.
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      if (row_of[i] >= rows) continue;
+      for (int64_t s = 0; s < used; ++s) {
+        Merge(m[i], l[i], stats[(s * kMaxRows + row_of[i]) * 2], stats[(s * kMaxRows + row_of[i]) * 2 + 1]);
+      }
+    }
+  }
+  for (int pass = g.mode == kValues ? 1 : 0; pass < (g.mode == kStats ? 1 : 2); ++pass) {
     for (int64_t start = lo; start <= hi; start += kKeys) {
       __syncthreads();
       LoadTile(cache.k, cache, table, kv_head, start, hi, kv_s);
@@ -213,9 +255,14 @@ __global__ void __launch_bounds__(kThreads)
         }
         m[i] = mm;
         l[i] = ll;
+        if (g.mode == kStats && kg == 0 && lane == 0 && row_of[i] < rows) {
+          stats[(split * kMaxRows + row_of[i]) * 2] = mm;
+          stats[(split * kMaxRows + row_of[i]) * 2 + 1] = ll;
+        }
       }
     }
   }
+  if (g.mode == kStats) return;
 
   // Merge the key groups' partial outputs (fixed order) and write bf16.
   __syncthreads();
@@ -241,8 +288,34 @@ __global__ void __launch_bounds__(kThreads)
       if (dim >= d) continue;
       float sum = 0;
       for (int k = 0; k < g.key_groups; ++k) sum += part[((rg + k * g.row_groups) * kRowsPerWarp + i) * d + dim];
-      dst[dim] = FloatToBf16(sum);
+      if (g.mode == kValues) {
+        partial[r * d + dim] = sum;
+      } else {
+        dst[dim] = FloatToBf16(sum);
+      }
     }
+  }
+}
+
+// out = bf16(sum over the used splits, in order, of the partial rows). Grid as AttentionKernel's
+// with z = head chunks; one thread per (row, dim).
+__global__ void CombineKernel(BatchLayout batch, AttentionParams p, Geometry g, int64_t d, int64_t group_chunks,
+                              uint16_t* out) {
+  const int64_t t0 = batch.tiles[2 * blockIdx.x], n_tok = batch.tiles[2 * blockIdx.x + 1];
+  const int64_t kv_head = blockIdx.y, chunk = blockIdx.z;
+  const int64_t group = p.num_heads / gridDim.y;
+  const int64_t head0 = kv_head * group + chunk * g.nh;
+  const int64_t hi = batch.positions[t0 + n_tok - 1];
+  const int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
+  const int64_t used = min(int64_t{g.splits}, (hi - lo + g.split_keys) / g.split_keys);
+  const int64_t block = (int64_t{blockIdx.x} * gridDim.y + blockIdx.y) * group_chunks + chunk;
+  const float* partial = g.partial + block * g.splits * kMaxRows * d;
+  const int64_t rows = n_tok * g.nh;
+  for (int64_t idx = threadIdx.x; idx < rows * d; idx += blockDim.x) {
+    const int64_t r = idx / d, dim = idx % d;
+    float sum = 0;
+    for (int64_t s = 0; s < used; ++s) sum += partial[(s * kMaxRows + r) * d + dim];
+    out[((t0 + r / g.nh) * p.num_heads + head0 + r % g.nh) * d + dim] = FloatToBf16(sum);
   }
 }
 
@@ -253,6 +326,10 @@ size_t SharedBytes(int64_t d) {
 }
 
 }  // namespace
+
+int64_t AttentionWorkspaceFloats(int64_t head_dim) {
+  return int64_t{kMaxSplitBlocks} * kMaxRows * (head_dim + 2);
+}
 
 int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads) {
   const int64_t group = num_kv_heads > 0 ? num_heads / num_kv_heads : 1;
@@ -305,10 +382,38 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
         cudaFuncSetAttribute(AttentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
         "cudaFuncSetAttribute(AttentionKernel)"));
   }
+  const int64_t blocks = batch.num_tiles * cache.num_kv_heads * (group / nh);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  // Split-KV when the grid is far below two blocks per SM (132 on an H100) and keys are many.
+  int64_t splits = 1;
+  if (batch.split_workspace != nullptr && batch.max_keys > kSplitGranule && blocks < 132) {
+    const int64_t by_keys = (batch.max_keys + kSplitGranule - 1) / kSplitGranule;
+    splits = std::min<int64_t>({by_keys, (264 + blocks - 1) / blocks, 64});
+    if (blocks * splits > kMaxSplitBlocks) splits = kMaxSplitBlocks / blocks;
+  }
+  if (splits <= 1) {
+    const dim3 grid(static_cast<unsigned>(batch.num_tiles), static_cast<unsigned>(cache.num_kv_heads),
+                    static_cast<unsigned>(group / nh));
+    AttentionKernel<<<grid, kThreads, shared, s>>>(cache, batch, params, g, q, out);
+    return CheckLaunch("AttentionKernel");
+  }
+  const int64_t per_split = (batch.max_keys + splits - 1) / splits;
+  g.splits = static_cast<int>(splits);
+  g.split_keys = (per_split + kSplitGranule - 1) / kSplitGranule * kSplitGranule;
+  g.stats = batch.split_workspace;
+  g.partial = g.stats + kMaxSplitBlocks * kMaxRows * 2;
   const dim3 grid(static_cast<unsigned>(batch.num_tiles), static_cast<unsigned>(cache.num_kv_heads),
-                  static_cast<unsigned>(group / nh));
-  AttentionKernel<<<grid, kThreads, shared, reinterpret_cast<cudaStream_t>(stream)>>>(cache, batch, params, g, q, out);
-  return CheckLaunch("AttentionKernel");
+                  static_cast<unsigned>(group / nh * splits));
+  g.mode = kStats;
+  AttentionKernel<<<grid, kThreads, shared, s>>>(cache, batch, params, g, q, out);
+  DF11_RETURN_IF_ERROR(CheckLaunch("AttentionKernel (split stats)"));
+  g.mode = kValues;
+  AttentionKernel<<<grid, kThreads, shared, s>>>(cache, batch, params, g, q, out);
+  DF11_RETURN_IF_ERROR(CheckLaunch("AttentionKernel (split values)"));
+  const dim3 combine(static_cast<unsigned>(batch.num_tiles), static_cast<unsigned>(cache.num_kv_heads),
+                     static_cast<unsigned>(group / nh));
+  CombineKernel<<<combine, 256, 0, s>>>(batch, params, g, d, group / nh, out);
+  return CheckLaunch("CombineKernel");
 }
 
 }  // namespace df11::cuda

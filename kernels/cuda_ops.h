@@ -142,9 +142,17 @@ struct BatchLayout {
   const int32_t* tiles = nullptr;  // [2 * num_tiles]
   int64_t num_tiles = 0;
   int64_t tile_tokens = 0;
+  // Optional split-KV (flash-decoding) for grids too small to fill the GPU: max_keys (host: at least
+  // the longest sequence's keys after the step, 0 = no split) and an fp32 workspace of at least
+  // AttentionWorkspaceFloats(head_dim) floats (null = no split). Splits give the same rounding
+  // (global max/sum before p·v); only fp32 summation orders differ from the unsplit kernel.
+  int64_t max_keys = 0;
+  float* split_workspace = nullptr;
 };
 
 // Tokens per attention tile for a model: 16 query rows (token x head of one KV group) per block.
+// Floats of BatchLayout::split_workspace PagedAttention may use for this head_dim.
+int64_t AttentionWorkspaceFloats(int64_t head_dim);
 int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads);
 // Host: the tiles of a batch from its token -> sequence map (tokens of a sequence consecutive),
 // at most tile_tokens tokens each; *max_count (if given) gets the largest count.

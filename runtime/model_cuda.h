@@ -83,6 +83,7 @@ struct Model::CudaState {
   int loaded_unit = -1;              // unit decoded in the scratch now (-1: none / unknown)
   cuda::DeviceBuffer activations;    // bf16 buffers of the step, grown on demand
   cuda::DeviceBuffer batch_arrays;   // int32 token/position/table arrays of the step
+  cuda::DeviceBuffer attention_workspace;  // split-KV partials (cuda::AttentionWorkspaceFloats)
   cuda::EventTimer decode_timer;
   cuda::EventTimer gemm_timer, attention_timer;  // StepInput::profile
   bool profile = false;

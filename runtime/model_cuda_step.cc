@@ -16,6 +16,9 @@ namespace df11 {
 namespace {
 
 constexpr uint64_t kAlign = 128;  // elements (256 bytes of bf16)
+// Split-KV (flash-decoding) attention for small batches over long contexts; false = one block
+// per (tile, KV head, head chunk) as before.
+constexpr bool kSplitKv = true;
 
 uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
@@ -159,6 +162,14 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   DF11_RETURN_IF_ERROR(st.batch_arrays.Reserve(hb.data.size() * 4, "step batch arrays"));
   DF11_RETURN_IF_ERROR(cuda::CopyToDevice(st.batch_arrays.data(), hb.data.data(), hb.data.size() * 4, stream));
   const int32_t* arrays = st.batch_arrays.as<const int32_t>();
+  int64_t max_keys = 0;  // the longest sequence's keys after this step (split-KV attention)
+  for (const SequenceInput& s : input.sequences) {
+    max_keys = std::max<int64_t>(max_keys, s.num_cached + static_cast<int64_t>(s.tokens.size()));
+  }
+  if (kSplitKv) {
+    DF11_RETURN_IF_ERROR(st.attention_workspace.Reserve(cuda::AttentionWorkspaceFloats(c.head_dim) * 4,
+                                                        "attention split-KV workspace"));
+  }
   const cuda::BatchLayout batch{T,
                                 arrays + hb.positions,
                                 arrays + hb.token_seq,
@@ -166,7 +177,9 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
                                 arrays + hb.tables,
                                 arrays + hb.tiles,
                                 static_cast<int64_t>(hb.num_tiles),
-                                hb.tile_tokens};
+                                hb.tile_tokens,
+                                max_keys,
+                                kSplitKv ? st.attention_workspace.as<float>() : nullptr};
   st.loaded_unit = -1;  // a shared scratch may hold another model's unit
   st.decode_timer.Reset();
   st.gemm_timer.Reset();

@@ -259,6 +259,20 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
         cuda::PagedAttention(cache, batch, {heads, scale, window, softcap}, dq.as<uint16_t>(), out.as<uint16_t>(), nullptr)
             .ok());
     EXPECT_EQ(Download<uint16_t>(out, want.size()), got);
+    // Split-KV (flash-decoding) with a workspace: the same rounding, fp32 sums in another order.
+    int64_t max_keys = 0;
+    for (const auto& sq : seqs) max_keys = std::max<int64_t>(max_keys, sq.first + sq.n);
+    auto workspace = Upload(std::vector<float>(cuda::AttentionWorkspaceFloats(head_dim), 0.0f));
+    cuda::BatchLayout split_batch = batch;
+    split_batch.max_keys = max_keys;
+    split_batch.split_workspace = workspace.as<float>();
+    const cuda::AttentionParams params{heads, scale, window, softcap};
+    ASSERT_TRUE(cuda::PagedAttention(cache, split_batch, params, dq.as<uint16_t>(), out.as<uint16_t>(), nullptr).ok());
+    const auto split_got = Download<uint16_t>(out, want.size());
+    EXPECT_LE(RelError(ToFloat(split_got), want), 2e-2) << "split, window " << window << " softcap " << softcap;
+    EXPECT_LE(RelError(ToFloat(split_got), ToFloat(got)), 1e-2) << "split vs whole";
+    ASSERT_TRUE(cuda::PagedAttention(cache, split_batch, params, dq.as<uint16_t>(), out.as<uint16_t>(), nullptr).ok());
+    EXPECT_EQ(Download<uint16_t>(out, want.size()), split_got);
     EXPECT_EQ(Download<uint16_t>(dk, pool), [&] {  // the cache holds exactly the written keys
       std::vector<uint16_t> k(pool);
       for (int64_t i = 0; i < pool; ++i) k[i] = FloatToBf16(ck[i]);
@@ -305,6 +319,16 @@ TEST(CudaOps, GemmMatchesCpuAndIsPlacementIndependent) {
   const auto got1 = Download<uint16_t>(y1, tokens * n), got2 = Download<uint16_t>(y2, tokens * n);
   EXPECT_EQ(got1, got2);
   EXPECT_LE(RelError(ToFloat(got1), want), 1e-2);
+  // GemmBias: cublasLt's bias epilogue for several tokens, broadcast + accumulate for one.
+  for (const int64_t t : {tokens, int64_t{1}}) {
+    ASSERT_TRUE(gemm.GemmBias(dx.as<uint16_t>(), dw.as<uint16_t>(), dbias.as<float>(), t, n, k, y1.as<uint16_t>(),
+                              *stream)
+                    .ok());
+    ASSERT_TRUE(cuda::Synchronize(*stream).ok());
+    EXPECT_LE(RelError(ToFloat(Download<uint16_t>(y1, t * n)), std::vector<float>(want.begin(), want.begin() + t * n)),
+              1e-2)
+        << t << " tokens";
+  }
   cuda::DestroyStream(*stream);
 }
 
