@@ -125,14 +125,20 @@ StatusOr<SampleResult> Sample(std::span<const float> row, const SamplingParams& 
   for (float v : row) {
     if (std::isnan(v)) return InvalidArgument("sampling: logits contain NaN");
   }
-  std::vector<float> logits(row.begin(), row.end());
-  DF11_RETURN_IF_ERROR(ApplyPenalties(logits, params, ctx));
+  const bool penalties = params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
+                         params.frequency_penalty != 0.0f;
+  std::vector<float> penalized;
+  if (penalties) {
+    penalized.assign(row.begin(), row.end());
+    DF11_RETURN_IF_ERROR(ApplyPenalties(penalized, params, ctx));
+  }
+  const std::span<const float> logits = penalties ? std::span<const float>(penalized) : row;
   SampleResult result;
   if (params.temperature == 0.0f) {
     result.token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   } else {
     std::vector<double> probs;
-    const std::vector<int32_t> order = Truncate(logits, params, probs);
+    const std::vector<int32_t> order = Truncate(std::vector<float>(logits.begin(), logits.end()), params, probs);
     const double u = UniformFromCounter(params.seed, ctx.step);
     double cdf = 0;
     result.token = order.back();
@@ -144,6 +150,7 @@ StatusOr<SampleResult> Sample(std::span<const float> row, const SamplingParams& 
       }
     }
   }
+  if (!ctx.want_logprobs) return result;
   const std::vector<float> logprobs = LogSoftmax(row);
   result.logprob = logprobs[result.token];
   const size_t n = std::min<size_t>(params.top_logprobs, row.size());

@@ -31,6 +31,9 @@ struct SampleContext {
   std::span<const int32_t> prompt_tokens;
   std::span<const int32_t> output_tokens;
   uint64_t step = 0;  // index of the token being sampled among the request's outputs
+  // false: skip the log-softmax over the vocabulary (SampleResult::logprob stays 0, top empty);
+  // the engine asks for it only when the request wants logprobs.
+  bool want_logprobs = true;
 };
 
 struct SampleResult {

@@ -1,6 +1,8 @@
 // One model's requests, KV blocks and steps (see model_slot.h).
 #include "scheduler/model_slot.h"
 
+#include "kernels/parallel.h"
+
 #include <algorithm>
 
 #include "scheduler/planner.h"
@@ -316,13 +318,26 @@ void ModelSlot::ProcessOutputs(const std::vector<Scheduled>& batch, const StepOu
   const Clock::time_point now = Clock::now();
   std::vector<Sequence*> finished_seqs;
   std::vector<std::pair<FinishReason, Status>> reasons;
+  // Sampling reads each row of the vocabulary (argmax, log-softmax): rows are independent and
+  // pure, so they run in parallel; events are then emitted in row order on this thread.
+  std::vector<StatusOr<SampleResult>> samples(out.rows.size(), StatusOr<SampleResult>(Internal("not sampled")));
+  const int64_t per_thread_rows = 4;
+  ParallelFor(static_cast<int64_t>(out.rows.size()),
+              static_cast<int>((out.rows.size() + per_thread_rows - 1) / per_thread_rows),
+              [&](int64_t r0, int64_t r1, int) {
+                for (int64_t row = r0; row < r1; ++row) {
+                  const Sequence& seq = *batch[out.rows[row].first].seq;
+                  std::span<const float> logits(out.logits.data() + row * out.vocab_size, out.vocab_size);
+                  SampleContext ctx{std::span<const int32_t>(seq.tokens.data(), seq.prompt_len),
+                                    std::span<const int32_t>(seq.tokens.data() + seq.prompt_len, seq.generated()),
+                                    static_cast<uint64_t>(seq.generated()),
+                                    seq.request.logprobs || seq.request.sampling.top_logprobs > 0};
+                  samples[row] = Sample(logits, seq.request.sampling, ctx);
+                }
+              });
   for (size_t row = 0; row < out.rows.size(); ++row) {
     Sequence& seq = *batch[out.rows[row].first].seq;
-    std::span<const float> logits(out.logits.data() + row * out.vocab_size, out.vocab_size);
-    SampleContext ctx{std::span<const int32_t>(seq.tokens.data(), seq.prompt_len),
-                      std::span<const int32_t>(seq.tokens.data() + seq.prompt_len, seq.generated()),
-                      static_cast<uint64_t>(seq.generated())};
-    StatusOr<SampleResult> sample = Sample(logits, seq.request.sampling, ctx);
+    StatusOr<SampleResult>& sample = samples[row];
     if (!sample.ok()) {
       finished_seqs.push_back(&seq);
       reasons.emplace_back(FinishReason::kError, sample.status());

@@ -111,6 +111,21 @@ TEST(Sampler, LogprobsAreRawLogSoftmax) {
   EXPECT_NEAR(r->top[2].second, 2.0 - std::log(z), 1e-6);
 }
 
+TEST(Sampler, WithoutLogprobsSameTokensNoLogprobs) {
+  SamplingParams p;
+  p.top_logprobs = 2;
+  p.seed = 9;
+  for (uint64_t step = 0; step < 50; ++step) {
+    SampleContext with{{}, {}, step, true}, without{{}, {}, step, false};
+    auto a = Sample(kLogits, p, with), b = Sample(kLogits, p, without);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->token, b->token) << "step " << step;
+    EXPECT_NE(a->logprob, 0.0f);
+    EXPECT_EQ(b->logprob, 0.0f);
+    EXPECT_TRUE(b->top.empty());
+  }
+}
+
 TEST(Sampler, RejectsBadParameters) {
   const std::vector<SamplingParams> bad = {{.temperature = -1},       {.top_k = -1},       {.top_p = 0}, {.min_p = 2},
                                            {.repetition_penalty = 0}, {.top_logprobs = -2}};
