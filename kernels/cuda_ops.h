@@ -169,6 +169,9 @@ struct AttentionParams {
   float scale = 1.0f;          // applied to q·k (fp32)
   int64_t sliding_window = 0;  // > 0: position p sees keys j with p - j < sliding_window
   float softcap = 0.0f;        // > 0: scores = softcap * tanh(scores / softcap)
+  // Batches with multi-token tiles (prefill) and head_dim % 16 == 0 run Q·K^T and P·V on bf16
+  // tensor cores (WMMA); same rounding points, other fp32 summation orders. Opt-in (new).
+  bool tensor_cores = false;
 };
 // Causal attention of every token over its sequence's cached keys [first, position] (the cache
 // must already hold the new tokens): out [T, num_heads, head_dim] bf16 from q of the same shape.

@@ -4,6 +4,7 @@
 // embedding rows of DF11 models decode in one launch (only the step's distinct tokens).
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -19,6 +20,16 @@ constexpr uint64_t kAlign = 128;  // elements (256 bytes of bf16)
 // Split-KV (flash-decoding) attention for small batches over long contexts; false = one block
 // per (tile, KV head, head chunk) as before.
 constexpr bool kSplitKv = true;
+
+// DF11_ATTENTION_TC=1 runs prefill attention on tensor cores (cuda::AttentionParams::tensor_cores;
+// opt-in until measured against the fixtures on a GPU).
+bool TensorCoreAttention() {
+  static const bool on = [] {
+    const char* v = std::getenv("DF11_ATTENTION_TC");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+}
 
 uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
@@ -203,6 +214,7 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
         cuda::EmbeddingGather(b.embed_rows, arrays + hb.embed_index, T, H, scale, b.hidden, stream));
   }
 
+  const bool tensor_core_attention = TensorCoreAttention();
   const int64_t hd = c.head_dim, qd = c.num_heads * hd, kvd = c.num_kv_heads * hd, I = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const bool add_one = c.norm_adds_one;
@@ -234,7 +246,8 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
     if (st.profile) DF11_RETURN_IF_ERROR(st.attention_timer.Begin(stream));
     DF11_RETURN_IF_ERROR(cuda::WriteKv(kv, batch, b.k, b.v, stream));
     const cuda::AttentionParams params{c.num_heads, static_cast<float>(c.attention_scale),
-                                       sliding ? c.sliding_window : 0, static_cast<float>(c.attn_logit_softcapping)};
+                                       sliding ? c.sliding_window : 0, static_cast<float>(c.attn_logit_softcapping),
+                                       tensor_core_attention};
     DF11_RETURN_IF_ERROR(cuda::PagedAttention(kv, batch, params, b.q, b.attn, stream));
     if (st.profile) DF11_RETURN_IF_ERROR(st.attention_timer.End(stream));
     DF11_RETURN_IF_ERROR(st.Linear(w.o, b.attn, T, b.proj));
