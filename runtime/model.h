@@ -52,7 +52,10 @@ struct StepOutput {
   double decompress_seconds = 0;  // of which DF11 decoding (units and embedding rows)
   double gemm_seconds = 0;        // of which GEMMs (CUDA, StepInput::profile only)
   double attention_seconds = 0;   // of which KV writes + attention (CUDA, StepInput::profile only)
-  std::vector<float> logits;                      // [rows.size(), vocab_size] fp32
+  // [rows.size(), vocab_size] fp32. Reuse one StepOutput across steps: the vector keeps its
+  // capacity (a fresh one per step pays page faults on up to rows x vocab x 4 bytes, 78 MB at
+  // 128 rows of a 152k vocabulary).
+  std::vector<float> logits;
   std::vector<std::pair<int64_t, int64_t>> rows;  // per logits row: (sequence, index into tokens)
 };
 
