@@ -82,6 +82,7 @@ class ModelSlot {
   void RegisterFullBlocks(Sequence& seq);
   std::vector<Scheduled> ApplyPlan();
   void ProcessOutputs(const std::vector<Scheduled>& batch, const StepOutput& out);
+  StepOutput step_output_;  // reused by every step (engine thread only)
   void InsertWaiting(std::unique_ptr<Sequence> seq);
   void RefreshGauges();  // running/waiting/kv gauges of stats_
 

@@ -216,19 +216,31 @@ TEST_F(DaemonGenerateTest, ClientCancelFreesKvBlocks) {
 }
 
 TEST_F(DaemonGenerateTest, SlowClientGetsEveryTokenInFewerMessages) {
-  auto stub = Stub();
+  // A client whose HTTP/2 receive window is tiny (1 KiB, no BDP growth): once it stops reading,
+  // the server's writes stall and the engine's deltas queue up behind them.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto stub = pb::Generation::NewStub(
+      grpc::CreateCustomChannel(daemon_->address(), grpc::InsecureChannelCredentials(), args));
   grpc::ClientContext ctx;
   auto reader = stub->Generate(&ctx, TextRequest("tiny", "slow reader", 300));
   pb::GenerateResponse msg;
   std::vector<int32_t> ids;
   int messages = 0;
   while (reader->Read(&msg)) {
-    if (messages++ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the engine runs ahead
+    if (messages++ == 0) {
+      // Stop reading until the engine has finished the request (its KV blocks are freed then):
+      // every later delta is queued behind this reader, whatever the machine's speed.
+      auto probe = Stub();
+      for (int i = 0; i < 1000 && KvBlocksUsed(*probe) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     ids.insert(ids.end(), msg.token_ids().begin(), msg.token_ids().end());
   }
   ASSERT_TRUE(reader->Finish().ok());
   EXPECT_EQ(ids.size(), 300u);
-  EXPECT_LT(messages, 300) << "deltas queued behind a slow client are merged";
+  EXPECT_LT(messages, 150) << "deltas queued behind a slow client are merged (a 1 KiB window holds ~60 small messages)";
   EXPECT_EQ(msg.finish_reason(), pb::FINISH_REASON_LENGTH);
   StreamResult fast = Collect(*stub, TextRequest("tiny", "slow reader", 300));
   EXPECT_EQ(fast.token_ids, ids);

@@ -89,6 +89,11 @@ class Daemon {
   std::shared_ptr<grpc::Channel> Channel(std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials()) const {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a fresh connection per channel
+    // Reconnect within milliseconds (gRPC's default backoff is 1 s and grows): tests that poll a
+    // daemon still starting up must not sleep through the state they want to observe.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
     return grpc::CreateCustomChannel(address(), creds, args);
   }
 
