@@ -18,15 +18,17 @@ namespace {
 
 constexpr uint64_t kAlign = 128;  // elements (256 bytes of bf16)
 // Split-KV (flash-decoding) attention for small batches over long contexts; false = one block
-// per (tile, KV head, head chunk) as before.
-constexpr bool kSplitKv = true;
+// per (tile, KV head, head chunk). OFF: on an H100 (2026-11-22) the split path differed from the
+// unsplit kernel by 5-11% relative in CudaOps.PagedAttentionMatchesCpu; not fixed yet.
+constexpr bool kSplitKv = false;
 
-// DF11_ATTENTION_TC=1 runs prefill attention on tensor cores (cuda::AttentionParams::tensor_cores;
-// opt-in until measured against the fixtures on a GPU).
+// Prefill attention on tensor cores (cuda::AttentionParams::tensor_cores): on by default since it
+// passed the op tests and every fixture's greedy parity with transformers on an H100 and halves
+// the 2048-token prefill; DF11_ATTENTION_TC=0 selects the FMA kernel.
 bool TensorCoreAttention() {
   static const bool on = [] {
     const char* v = std::getenv("DF11_ATTENTION_TC");
-    return v != nullptr && std::string(v) == "1";
+    return v == nullptr || std::string(v) != "0";
   }();
   return on;
 }

@@ -85,14 +85,14 @@ begin "model_step_bench"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done_step model_step_bench
 
-# Opt-in tensor-core prefill attention (DF11_ATTENTION_TC=1): fixture parity and the bench again.
-begin "tensor-core attention (DF11_ATTENTION_TC=1)"
-DF11_ATTENTION_TC=1 "$bundle/run" test_runtime --gtest_brief=1 --gtest_filter='*CudaHfFixture*:*GpuLogitsCloseToCpu*' \
+# The FMA attention kernel instead of tensor cores (DF11_ATTENTION_TC=0): fixture parity and the bench again.
+begin "FMA attention (DF11_ATTENTION_TC=0)"
+DF11_ATTENTION_TC=0 "$bundle/run" test_runtime --gtest_brief=1 --gtest_filter='*CudaHfFixture*:*GpuLogitsCloseToCpu*' \
   2>&1 | head -c 200000 > "$out/test_runtime_tc.log"
 echo "tensor-core test_runtime exit ${PIPESTATUS[0]}"
 grep '^\[parity\]' "$out/test_runtime_tc.log"
 grep -v '^\[parity\]' "$out/test_runtime_tc.log" | tail -20
-DF11_ATTENTION_TC=1 "$bundle/run" model_step_bench "$work/bf16" "$work/df11" --profile --reps 10 --batches 1 \
+DF11_ATTENTION_TC=0 "$bundle/run" model_step_bench "$work/bf16" "$work/df11" --profile --reps 10 --batches 1 \
   --json "$out/model_step_bench_tc.json" > "$out/model_step_bench_tc.log" 2>&1
 echo "tensor-core model_step_bench exit $?"
 grep -E 'prefill|error|INTERNAL' "$out/model_step_bench_tc.log" | head -12
