@@ -39,6 +39,10 @@ void Run(const std::string& dir, const std::string& token_list, int steps, const
   options.threads = threads;
   options.device = device == "cuda" ? Device::kCuda : Device::kCpu;
   auto model = Check(Model::Load(dir, options));
+  const LoadReport& report = model->load_report();
+  std::fprintf(stderr, "loaded %s on %s in %.2f s: %s weights %.1f MB (BF16 %.1f MB), scratch %.1f MB\n", dir.c_str(),
+               DeviceName(report.device), report.load_seconds, report.df11 ? "DF11" : "BF16",
+               report.weight_bytes / 1e6, report.bf16_weight_bytes / 1e6, report.scratch_bytes / 1e6);
   constexpr int64_t kBlockSize = 16;
   const int64_t positions = static_cast<int64_t>(tokens.size()) + std::max(steps, 1);
   KvCache cache = Check(KvCache::Create(model->config(), (positions + kBlockSize - 1) / kBlockSize, kBlockSize,

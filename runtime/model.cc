@@ -130,7 +130,11 @@ void Model::FillLoadReport(uint64_t largest_unit_elements) {
     const UnitView& v = unit.view;
     r.weight_bytes += v.luts.size() + v.encoded_exponent.size() + v.sign_mantissa.size() +
                       v.output_positions.size() + v.gaps.size();
-    r.bf16_weight_bytes += 2 * unit.layout.num_elements;
+    // A tied model's lm_head unit is a copy of the embedding: resident, but not a weight of its own.
+    const bool tied_copy = config_.tie_word_embeddings &&
+                           std::any_of(unit.weights.begin(), unit.weights.end(),
+                                       [&](const UnitWeight& w) { return w.name == config_.lm_head_name; });
+    if (!tied_copy) r.bf16_weight_bytes += 2 * unit.layout.num_elements;
   }
   const TensorStore& store = checkpoint_->store();
   for (const std::string& name : store.Names()) {

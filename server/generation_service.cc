@@ -151,7 +151,18 @@ Status LoadAndWarm(ServiceContext& ctx, const ModelSpec& spec, int64_t warmup_to
     }
   }
   if (ctx.set_model_serving) ctx.set_model_serving(spec.name, true);
-  LogEvent("info", "model_ready", {{"model", spec.name}});
+  // The load report: what the model holds in memory and how long loading took.
+  std::vector<std::pair<std::string, std::string>> fields = {{"model", spec.name}};
+  for (const ModelInfo& m : ctx.engine->Models()) {
+    if (m.name != spec.name) continue;
+    fields.insert(fields.end(), {{"format", m.df11 ? "df11" : "bf16"},
+                                 {"weight_bytes", std::to_string(m.weight_bytes)},
+                                 {"bf16_weight_bytes", std::to_string(m.bf16_weight_bytes)},
+                                 {"scratch_bytes", std::to_string(m.scratch_bytes)},
+                                 {"kv_bytes", std::to_string(m.kv_bytes)},
+                                 {"load_seconds", std::to_string(m.load_seconds)}});
+  }
+  LogEvent("info", "model_ready", fields);
   return Status();
 }
 
