@@ -171,7 +171,9 @@ TEST(Df11Codec, FastDecoderAgreesWithReferenceOnDamagedStreams) {
     const Status a = DecodeUnitCpu(damaged.view(), *layout, 0, words.size(), ref.data(), 1, "u");
     const Status b = DecodeUnitCpuFast(damaged.view(), *layout, 0, words.size(), fast.data(), 1, "u");
     ASSERT_EQ(a.code(), b.code()) << "trial " << trial << ": " << a.ToString() << " vs " << b.ToString();
-    if (a.ok()) ASSERT_TRUE(ref == fast) << "trial " << trial;
+    if (a.ok()) {
+      ASSERT_TRUE(ref == fast) << "trial " << trial;
+    }
     losses += a.code() == StatusCode::kDataLoss;
   }
   EXPECT_GT(losses, 10);  // the damage is detected, not just tolerated
