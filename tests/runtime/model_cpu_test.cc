@@ -224,6 +224,10 @@ TEST_F(ModelCpuTest, CliRunPrintsGreedyTokens) {
   ASSERT_EQ(rc, 0) << out;
   std::istringstream lines(out);
   std::string line;
+  // First the load report (stderr): device, format and bytes.
+  ASSERT_TRUE(std::getline(lines, line)) << out;
+  EXPECT_EQ(line.rfind("loaded " + df11_dir + " on cpu", 0), 0u) << line;
+  EXPECT_NE(line.find("DF11 weights"), std::string::npos) << line;
   for (int step = 0; step < 4; ++step) {
     ASSERT_TRUE(std::getline(lines, line)) << out;
     const auto j = nlohmann::json::parse(line);
