@@ -9,6 +9,7 @@
 #include <future>
 #include <sstream>
 
+#include "kernels/status.h"
 #include "proto/df11.grpc.pb.h"
 
 namespace df11::cli {
@@ -22,15 +23,6 @@ std::string ReadPem(const std::string& path, const char* flag) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-const char* CodeName(grpc::StatusCode code) {
-  static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-                                 "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-                                 "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  int c = static_cast<int>(code);
-  return c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN";
 }
 
 const char* StateName(pb::ModelState s) {
@@ -153,7 +145,7 @@ void PrepareContext(grpc::ClientContext& ctx, const ClientOptions& o) {
 
 void CheckRpc(const grpc::Status& status, const std::string& what) {
   if (status.ok()) return;
-  throw CommandFailed(1, what + ": " + CodeName(status.error_code()) + ": " + status.error_message());
+  throw CommandFailed(1, what + ": " + StatusCodeName(static_cast<StatusCode>(status.error_code())) + ": " + status.error_message());
 }
 
 }  // namespace df11::cli

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "kernels/status.h"
+
 namespace df11::server {
 namespace {
 
@@ -46,12 +48,7 @@ void InitLogging(const std::string& format, const std::string& level) {
 }
 
 const char* GrpcCodeName(grpc::StatusCode code) {
-  static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-                                 "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-                                 "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  int c = static_cast<int>(code);
-  return c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN";
+  return StatusCodeName(static_cast<StatusCode>(code));  // our codes are numbered as gRPC's
 }
 
 void LogRequest(const RequestLine& r) {
