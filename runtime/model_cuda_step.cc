@@ -19,7 +19,7 @@ namespace {
 constexpr uint64_t kAlign = 128;  // elements (256 bytes of bf16)
 // Split-KV (flash-decoding) attention for small batches over long contexts; false = one block
 // per (tile, KV head, head chunk). OFF: on an H100 (2026-11-22) the split path differed from the
-// unsplit kernel by 5-11% relative in CudaOps.PagedAttentionMatchesCpu; not fixed yet.
+// unsplit kernel by 3-14% relative (bench/results/gpu_split_kv_check_h100.log) in CudaOps.PagedAttentionMatchesCpu; not fixed yet.
 constexpr bool kSplitKv = false;
 
 // Prefill attention on tensor cores (cuda::AttentionParams::tensor_cores): on by default since it

@@ -277,7 +277,7 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
     };
     const cuda::AttentionParams params{heads, scale, window, softcap};
     // The split-KV path is switched off in the runtime (model_cuda_step.cc kSplitKv): on an H100
-    // it differed from the unsplit kernel by 5-11%. Set true to work on it.
+    // it differed from the unsplit kernel by 3-14% (bench/results/gpu_split_kv_check_h100.log). Set true to work on it.
     constexpr bool kCheckSplitKv = false;
     if (kCheckSplitKv) check_variant(split_batch, params, "split-KV");
     // Tensor cores (multi-token tiles, head_dim % 16 == 0): same rounding, other fp32 orders.
