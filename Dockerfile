@@ -33,7 +33,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -qq \
     && apt-get install -y -qq --no-install-recommends build-essential cmake ninja-build pkg-config ccache \
        ca-certificates nlohmann-json3-dev libonig-dev libcli11-dev libgrpc++-dev libprotobuf-dev \
-       protobuf-compiler protobuf-compiler-grpc libspdlog-dev prometheus-cpp-dev >/dev/null \
+       protobuf-compiler protobuf-compiler-grpc libspdlog-dev prometheus-cpp-dev libmicrohttpd-dev >/dev/null \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libonig-dev libcli11-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  libspdlog-dev prometheus-cpp-dev
+  libspdlog-dev prometheus-cpp-dev libmicrohttpd-dev
   clang libclang-rt-14-dev
   python3 python3-jinja2 python3-grpcio python3-protobuf python3-yaml openssl
   prometheus podman buildah debootstrap curl

@@ -58,11 +58,16 @@ StatusOr<ApiKeys> ApiKeys::Load(std::vector<std::string> user_keys, const std::s
 }
 
 Status ApiKeys::Check(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata, bool admin) const {
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return CheckBearer(std::nullopt, admin);
+  return CheckBearer(std::string_view(it->second.data(), it->second.size()), admin);
+}
+
+Status ApiKeys::CheckBearer(std::optional<std::string_view> authorization, bool admin) const {
   const bool need = admin ? enabled() : !user_keys_.empty();
   if (!need) return Status();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) return Status(StatusCode::kUnauthenticated, "missing 'authorization: Bearer <key>' metadata");
-  std::string_view value(it->second.data(), it->second.size());
+  if (!authorization) return Status(StatusCode::kUnauthenticated, "missing 'authorization: Bearer <key>' metadata");
+  std::string_view value = *authorization;
   constexpr std::string_view kBearer = "Bearer ";
   if (value.size() <= kBearer.size() || value.substr(0, kBearer.size()) != kBearer) {
     return Status(StatusCode::kUnauthenticated, "authorization metadata must be 'Bearer <key>'");

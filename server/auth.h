@@ -8,6 +8,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,9 @@ class ApiKeys {
   bool enabled() const { return !user_keys_.empty() || !admin_keys_.empty(); }
   // UNAUTHENTICATED with a reason ("missing authorization metadata", "invalid API key") or OK.
   Status Check(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata, bool admin) const;
+  // The same check for a credential taken from any protocol (gRPC metadata or an HTTP
+  // Authorization header): `authorization` is its value ("Bearer <key>") or nullopt when absent.
+  Status CheckBearer(std::optional<std::string_view> authorization, bool admin) const;
 
  private:
   std::vector<std::string> user_keys_, admin_keys_;

@@ -66,11 +66,31 @@ Status CheckPositive(int64_t v, const char* flag) {
   return Status();
 }
 
+Status CheckHttpFlags(const ServerConfig& c) {
+  if (!(c.http_idle_timeout_seconds >= 1 && c.http_idle_timeout_seconds <= 3600)) {
+    return InvalidArgument("--http-idle-timeout-seconds: must be in [1, 3600]");
+  }
+  if (c.http_max_connections_per_client < 1 || c.http_max_connections_per_client > 100000) {
+    return InvalidArgument("--http-max-connections-per-client: must be in [1, 100000]");
+  }
+  if (c.http_address.empty()) return Status();
+  if (c.http_address == c.metrics_address) return InvalidArgument("--http-address: must differ from --metrics-address");
+  if (c.tls_require_client_cert) {
+    return InvalidArgument("--http-address: the HTTP API does not do mutual TLS (--tls-require-client-cert)");
+  }
+  return Status();
+}
+
 }  // namespace
 
 void AddServerFlags(CLI::App& app, ServerConfig& c) {
   Flag(app, "grpc-address", c.grpc_address, "gRPC listen address (host:port; port 0 picks one)");
   Flag(app, "metrics-address", c.metrics_address, "HTTP /metrics listen address; empty disables it");
+  Flag(app, "http-address", c.http_address, "OpenAI-compatible HTTP API listen address (/v1/...); empty disables it");
+  Flag(app, "http-idle-timeout-seconds", c.http_idle_timeout_seconds,
+       "HTTP listeners: close a connection that sends nothing for this long (request-read timeout)");
+  Flag(app, "http-max-connections-per-client", c.http_max_connections_per_client,
+       "HTTP listeners: connections one client IP may hold open");
   Flag(app, "config", c.config_file, "JSON file listing models to serve (see docs/api.md)");
   Flag(app, "model", c.model_flags, "a model to serve, NAME=PATH (repeatable; env: comma separated)")->delimiter(',');
   Flag(app, "device", c.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -162,7 +182,7 @@ Status FinishConfig(ServerConfig& c) {
     return InvalidArgument("--tls-require-client-cert needs --tls-client-ca");
   }
   if (!c.tls_client_ca.empty() && c.tls_cert.empty()) return InvalidArgument("--tls-client-ca needs --tls-cert and --tls-key");
-  return Status();
+  return CheckHttpFlags(c);
 }
 
 }  // namespace df11::server

@@ -18,6 +18,11 @@ namespace df11::server {
 struct ServerConfig {
   std::string grpc_address = "0.0.0.0:50051";
   std::string metrics_address = "0.0.0.0:8000";  // "" = no HTTP metrics endpoint
+  std::string http_address;                      // OpenAI-compatible HTTP API; "" = off
+  // Both HTTP listeners (API and /metrics): close a connection silent for this long (the
+  // request-read timeout), and at most this many connections per client IP.
+  double http_idle_timeout_seconds = 10;
+  int64_t http_max_connections_per_client = 64;
   std::string config_file;
   std::vector<std::string> model_flags;  // --model NAME=PATH
   std::vector<ModelSpec> models;         // from config_file and --model (Finish fills it)

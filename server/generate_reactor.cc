@@ -4,6 +4,7 @@
 #include <deque>
 #include <mutex>
 
+#include "server/admission.h"
 #include "server/request_log.h"
 
 namespace df11::server {
@@ -102,47 +103,26 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
 
  private:
   grpc::Status Submit(const pb::GenerateRequest& request) {
-    auto auth = ctx_.keys->Check(call_->client_metadata(), /*admin=*/false);
     state_->log.model = request.model();
     state_->log.client_request_id = request.request_id().substr(0, kMaxRequestIdBytes);
-    if (!auth.ok()) {
-      RecordRejected(ctx_, request.model(), "unauthenticated");
-      return ToGrpc(auth);
+    std::optional<std::string_view> authorization;
+    if (auto it = call_->client_metadata().find("authorization"); it != call_->client_metadata().end()) {
+      authorization = std::string_view(it->second.data(), it->second.size());
     }
-    if (ctx_.draining.load()) return Retryable(Unavailable("server is draining; retry on another replica"));
-    auto translated = TranslateGenerateRequest(request);
-    if (!translated.ok()) return Rejected(request.model(), translated.status());
-    GenerateRequest engine_request = std::move(translated).value();
-    auto sources = ctx_.resources->Get(request.model());
-    if (!sources.ok()) return Rejected(request.model(), sources.status());
-    auto prompt = BuildPrompt(request, *sources);
-    if (!prompt.ok()) return Rejected(request.model(), prompt.status());
-    engine_request.prompt_tokens = std::move(prompt).value();
-    engine_request.deadline = EngineDeadline(*call_);
-    state_->log.usage.prompt_tokens = static_cast<int64_t>(engine_request.prompt_tokens.size());
-
     std::shared_ptr<StreamState> state = state_;
-    auto id = ctx_.engine->Submit(std::move(engine_request),
+    auto admitted = AdmitGenerate(ctx_, request, authorization, EngineDeadline(*call_),
                                   [state](RequestEvent&& event) { OnEvent(state, std::move(event)); });
-    if (!id.ok()) return Rejected(request.model(), id.status());
+    if (!admitted.ok()) return Retryable(admitted.status());
     bool cancelled_meanwhile;
     {
       std::lock_guard<std::mutex> lock(state_->mu);
-      request_id_ = *id;
-      state_->log.id = *id;
+      request_id_ = admitted->id;
+      state_->log.id = admitted->id;
+      state_->log.usage.prompt_tokens = admitted->prompt_tokens;
       cancelled_meanwhile = state_->finish_status.has_value();
     }
-    if (cancelled_meanwhile) ctx_.engine->Cancel(*id);
+    if (cancelled_meanwhile) ctx_.engine->Cancel(admitted->id);
     return grpc::Status::OK;
-  }
-
-  grpc::Status Rejected(const std::string& model, const Status& status) {
-    const char* reason = status.code() == StatusCode::kResourceExhausted ? "queue_full"
-                         : status.message().find("long") != std::string::npos ? "too_long"
-                         : status.code() == StatusCode::kInvalidArgument ? "invalid"
-                                                                          : "other";
-    if (status.code() != StatusCode::kNotFound) RecordRejected(ctx_, model, reason);
-    return Retryable(status);
   }
 
   grpc::Status Retryable(const Status& status) {

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<Metrics> metrics;
   if (!config.metrics_address.empty()) {
-    auto started = Metrics::Start(config.metrics_address);
+    auto started = Metrics::Start(config.metrics_address, HttpListenerLimits(config));
     if (!started.ok()) return Fail(started.status());
     metrics = std::move(started).value();
     LogEvent("info", "metrics_listening", {{"address", config.metrics_address}, {"port", std::to_string(metrics->port())}});

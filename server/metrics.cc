@@ -1,19 +1,11 @@
 // Metrics: HTTP /metrics export of engine and server metrics (see metrics.h).
 #include "server/metrics.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <charconv>
 #include <condition_variable>
-#include <exception>
 #include <sstream>
 #include <thread>
 
-#include <prometheus/exposer.h>
+#include <prometheus/counter.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
@@ -21,50 +13,9 @@
 #include "server/metrics_instruments.h"
 
 namespace df11 {
-void KeepThreadStackFloor();  // metrics_thread_stack.cc
-
 namespace {
 
 constexpr std::chrono::milliseconds kSampleInterval(100);
-
-// "host:port" with a non-empty host and a port in [0, 65535].
-Status ValidateAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return InvalidArgument("metrics address '" + address + "': expected host:port");
-  }
-  const std::string port = address.substr(colon + 1);
-  int value = -1;
-  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value < 0 || value > 65535) {
-    return InvalidArgument("metrics address '" + address + "': port '" + port + "' is not in 0..65535");
-  }
-  return Status::Ok();
-}
-
-// civetweb notices a stop request only between polls of its listening socket (up to 2 s apart);
-// connecting to it wakes the poll, so shutdown takes milliseconds.
-void StopExposer(std::unique_ptr<prometheus::Exposer>& exposer) {
-  if (!exposer) return;
-  const int port = exposer->GetListeningPorts().empty() ? 0 : exposer->GetListeningPorts().front();
-  std::atomic<bool> stopped{false};
-  std::thread waker([&] {
-    while (!stopped.load() && port > 0) {
-      const int fd = socket(AF_INET, SOCK_STREAM, 0);
-      if (fd < 0) return;
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_port = htons(static_cast<uint16_t>(port));
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-      close(fd);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-  exposer.reset();
-  stopped = true;
-  waker.join();
-}
 
 }  // namespace
 
@@ -100,33 +51,47 @@ class Metrics::Sampler {
 
 Metrics::Metrics()
     : instruments_(std::make_shared<MetricsInstruments>()),
-      engine_collector_(std::make_shared<EngineCollector>(QueryBuildInfo())) {}
+      engine_collector_(std::make_shared<EngineCollector>(QueryBuildInfo())) {
+  http_requests_ = &prometheus::BuildCounter()
+                        .Name("df11_http_requests_total")
+                        .Help("Requests answered by the OpenAI-compatible HTTP API, by route and HTTP status")
+                        .Register(*instruments_->registry());
+}
 
 Metrics::~Metrics() {
-  StopExposer(exposer_);  // no scrape after this
+  if (http_) http_->Stop();  // no scrape after this
   sampler_.reset();
   engine_collector_->SetSource({});
 }
 
-StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& http_address) {
-  DF11_RETURN_IF_ERROR(ValidateAddress(http_address));
-  KeepThreadStackFloor();
+StatusOr<std::unique_ptr<Metrics>> Metrics::Start(const std::string& http_address, const server::HttpLimits& limits) {
+  DF11_RETURN_IF_ERROR(server::ValidateHostPort(http_address, "metrics address"));
   std::unique_ptr<Metrics> metrics(new Metrics());
-  try {
-    metrics->exposer_ = std::make_unique<prometheus::Exposer>(http_address, /*num_threads=*/2);
-  } catch (const std::exception& e) {
-    return Unavailable("metrics: cannot serve HTTP on '" + http_address + "': " + e.what());
-  }
-  if (metrics->exposer_->GetListeningPorts().empty()) {
-    return Unavailable("metrics: no listening port on '" + http_address + "'");
-  }
-  metrics->exposer_->RegisterCollectable(metrics->instruments_->registry());
-  metrics->exposer_->RegisterCollectable(metrics->engine_collector_);
+  Metrics* raw = metrics.get();
+  auto serve = [raw](const server::HttpRequest& request, const std::shared_ptr<server::HttpExchange>& exchange) {
+    server::HttpResponse response;
+    if (request.path != "/metrics") {
+      response.status = 404;
+      response.content_type = "text/plain";
+      response.body = "not found: the exposition is at /metrics\n";
+    } else if (request.method != "GET" && request.method != "HEAD") {
+      response.status = 405;
+      response.content_type = "text/plain";
+      response.body = "use GET\n";
+    } else {
+      response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      response.body = raw->Scrape();
+    }
+    exchange->Respond(std::move(response));
+  };
+  auto http = server::HttpServer::Start(http_address, limits, {}, serve);
+  if (!http.ok()) return Status(http.status().code(), "metrics: " + http.status().message());
+  metrics->http_ = std::move(http).value();
   metrics->sampler_ = std::make_unique<Sampler>(metrics->engine_collector_);
   return metrics;
 }
 
-int Metrics::port() const { return exposer_->GetListeningPorts().front(); }
+int Metrics::port() const { return http_->port(); }
 
 EngineObserver Metrics::Observer() {
   EngineObserver observer;
@@ -152,6 +117,10 @@ void Metrics::OnRpcFinished(const std::string& method, int grpc_status_code) {
 
 void Metrics::OnRejected(const std::string& model, const std::string& reason) {
   instruments_->OnRejected(engine_collector_->Serves(model) ? model : "unknown", reason);
+}
+
+void Metrics::OnHttpRequest(const std::string& route, int http_status) {
+  http_requests_->Add({{"route", route}, {"code", std::to_string(http_status)}}).Increment();
 }
 
 std::string Metrics::Scrape() const {

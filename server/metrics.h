@@ -1,10 +1,12 @@
-// Metrics: the daemon's Prometheus export (HTTP GET /metrics, prometheus-cpp's Exposer).
+// Metrics: the daemon's Prometheus export (HTTP GET /metrics on server/http_server.h, the
+// exposition written by prometheus-cpp's TextSerializer).
 // Every metric, its unit, labels and buckets is listed in docs/metrics.md.
 //
 // Where values come from:
 //   - the engine's observer (Observer(), engine thread): latency histograms per request and per
 //     step, request counters by finish reason;
-//   - the server (OnRpcFinished / OnRejected, RPC threads): RPCs by status code, rejections;
+//   - the server (OnRpcFinished / OnRejected / OnHttpRequest, RPC and HTTP threads): RPCs by
+//     status code, HTTP API requests by route and status, rejections;
 //   - the attached engine (AttachEngine) at scrape time: running/waiting, KV blocks, token and
 //     preemption counters, memory per model, model info; plus GPU memory and build info.
 //
@@ -19,10 +21,13 @@
 
 #include "kernels/status.h"
 #include "scheduler/engine.h"
+#include "server/http_server.h"
 
 namespace prometheus {
-class Exposer;
-}
+class Counter;
+template <typename T>
+class Family;
+}  // namespace prometheus
 
 namespace df11 {
 
@@ -31,9 +36,11 @@ class EngineCollector;      // server/metrics_engine_collector.h
 
 class Metrics {
  public:
-  // Serves /metrics on `http_address` ("host:port"; port 0 picks a free one).
+  // Serves /metrics on `http_address` ("host:port"; port 0 picks a free one), plain HTTP, with
+  // the read timeout and per-client connection limit of `limits` (slow clients cannot stall it).
   // INVALID_ARGUMENT if the address is malformed, UNAVAILABLE if it cannot be bound.
-  static StatusOr<std::unique_ptr<Metrics>> Start(const std::string& http_address);
+  static StatusOr<std::unique_ptr<Metrics>> Start(const std::string& http_address,
+                                                  const server::HttpLimits& limits = {});
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
@@ -54,6 +61,8 @@ class Metrics {
   // "other"). A model name the attached engine does not serve is counted as model="unknown", so
   // clients cannot create series at will.
   void OnRejected(const std::string& model, const std::string& reason);
+  // One answered request of the OpenAI HTTP API: df11_http_requests_total{route, code}.
+  void OnHttpRequest(const std::string& route, int http_status);
 
   // The text exposition /metrics serves (tests and debugging).
   std::string Scrape() const;
@@ -65,7 +74,8 @@ class Metrics {
   std::shared_ptr<MetricsInstruments> instruments_;
   std::shared_ptr<EngineCollector> engine_collector_;
   std::unique_ptr<Sampler> sampler_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  prometheus::Family<prometheus::Counter>* http_requests_ = nullptr;
+  std::unique_ptr<server::HttpServer> http_;  // last: stopped first
 };
 
 }  // namespace df11

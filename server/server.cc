@@ -54,7 +54,29 @@ void SetTransportOptions(const ServerConfig& c, grpc::ServerBuilder& builder) {
   }
 }
 
+// The OpenAI-compatible API on --http-address, with the gRPC listener's certificate.
+StatusOr<std::unique_ptr<OpenAiApi>> StartHttpApi(const ServerConfig& c, ServiceContext& ctx) {
+  HttpTls tls;
+  if (!c.tls_cert.empty()) {
+    DF11_ASSIGN_OR_RETURN(tls.cert, ReadPem(c.tls_cert, "--tls-cert"));
+    DF11_ASSIGN_OR_RETURN(tls.key, ReadPem(c.tls_key, "--tls-key"));
+  }
+  auto api = OpenAiApi::Start(ctx, c.http_address, HttpListenerLimits(c), tls);
+  if (!api.ok()) return Status(api.status().code(), "--http-address: " + api.status().message());
+  LogEvent("info", "http_listening", {{"address", c.http_address}, {"port", std::to_string((*api)->port())},
+                                      {"tls", c.tls_cert.empty() ? "off" : "on"}});
+  return api;
+}
+
 }  // namespace
+
+HttpLimits HttpListenerLimits(const ServerConfig& config) {
+  HttpLimits limits;
+  limits.idle_timeout_seconds = config.http_idle_timeout_seconds;
+  limits.max_connections_per_client = static_cast<int>(config.http_max_connections_per_client);
+  limits.max_body_bytes = config.max_message_bytes;
+  return limits;
+}
 
 StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config, Engine* engine, Metrics* metrics) {
   std::unique_ptr<Server> s(new Server());
@@ -85,10 +107,14 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config, Engi
   LogEvent("info", "listening", {{"address", config.grpc_address}, {"port", std::to_string(s->port_)},
                                  {"tls", config.tls_cert.empty() ? "off" : config.tls_require_client_cert ? "mtls" : "on"},
                                  {"api_keys", s->keys_.enabled() ? "on" : "off"}});
+  if (!config.http_address.empty()) {
+    DF11_ASSIGN_OR_RETURN(s->http_api_, StartHttpApi(config, s->ctx_));
+  }
   return s;
 }
 
 Server::~Server() {
+  if (http_api_) http_api_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
 }
 
@@ -99,7 +125,10 @@ void Server::SetServing(const std::string& service, bool serving) {
   server_->GetHealthCheckService()->SetServingStatus(service, serving);
 }
 
-void Server::SetStartupDone() { SetServing("", true); }
+void Server::SetStartupDone() {
+  ctx_.startup_done = true;
+  SetServing("", true);
+}
 
 void Server::Drain(std::chrono::duration<double> grace) {
   {
@@ -120,6 +149,8 @@ void Server::Drain(std::chrono::duration<double> grace) {
     std::lock_guard<std::mutex> lock(health_mu_);
     shut_down_ = true;
   }
+  // HTTP streams whose requests ended have their last bytes queued; the rest are cut.
+  if (http_api_) http_api_->Stop();
   // Let the last stream messages flush, then cancel whatever is still open.
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(left > 0 ? 0 : 2));
   server_->Wait();

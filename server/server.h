@@ -14,6 +14,8 @@
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/generation_service.h"
+#include "server/http_server.h"
+#include "server/openai_api.h"
 #include "server/service_context.h"
 
 namespace df11::server {
@@ -26,13 +28,15 @@ class Server {
   ~Server();  // shuts down immediately if Drain was not called
 
   int port() const { return port_; }
+  int http_port() const { return http_api_ ? http_api_->port() : 0; }  // 0: no --http-address
   ServiceContext& context() { return ctx_; }
 
   // Marks startup model loading as finished: overall health SERVING (unless draining).
   void SetStartupDone();
 
-  // Health NOT_SERVING everywhere, new Generate calls refused with UNAVAILABLE, in-flight ones
-  // get up to `grace` to finish; then the rest are cancelled and the server stops.
+  // Health NOT_SERVING everywhere (HTTP /health 503), new Generate calls (gRPC and HTTP) refused
+  // with UNAVAILABLE / 503, in-flight ones get up to `grace` to finish; then the rest are
+  // cancelled and both listeners stop.
   void Drain(std::chrono::duration<double> grace);
 
  private:
@@ -45,9 +49,13 @@ class Server {
   std::unique_ptr<GenerationService> generation_;
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<OpenAiApi> http_api_;  // --http-address
   int port_ = 0;
   std::mutex health_mu_;  // orders health updates against the drain
   bool shut_down_ = false;
 };
+
+// The limits both HTTP listeners (the API and /metrics) run with, from the flags.
+HttpLimits HttpListenerLimits(const ServerConfig& config);
 
 }  // namespace df11::server

@@ -42,6 +42,10 @@ void RecordRejected(ServiceContext& ctx, const std::string& model, const std::st
   if (ctx.metrics) ctx.metrics->OnRejected(model, reason);
 }
 
+void RecordHttp(ServiceContext& ctx, const std::string& route, int http_status) {
+  if (ctx.metrics) ctx.metrics->OnHttpRequest(route, http_status);
+}
+
 std::optional<Clock::time_point> EngineDeadline(const grpc::CallbackServerContext& context) {
   auto deadline = context.deadline();
   if (deadline >= std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365)) return std::nullopt;

@@ -42,6 +42,7 @@ struct ServiceContext {
   Metrics* metrics = nullptr;  // optional
   ModelResources* resources = nullptr;
   std::atomic<bool> draining{false};
+  std::atomic<bool> startup_done{false};  // the configured models are loaded (Server::SetStartupDone)
   int64_t warmup_tokens = 1;  // see LoadAndWarm
   // Called when a model's readiness changes (health); set by Server.
   std::function<void(const std::string& model, bool serving)> set_model_serving;
@@ -50,6 +51,8 @@ struct ServiceContext {
 // Metrics hooks that tolerate a null Metrics.
 void RecordRpc(ServiceContext& ctx, const std::string& method, grpc::StatusCode code);
 void RecordRejected(ServiceContext& ctx, const std::string& model, const std::string& reason);
+// One answered HTTP API request: `route` is one of the API's paths or "other".
+void RecordHttp(ServiceContext& ctx, const std::string& route, int http_status);
 
 // The client's deadline as the engine's clock, if it set one.
 std::optional<Clock::time_point> EngineDeadline(const grpc::CallbackServerContext& context);

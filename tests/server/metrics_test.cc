@@ -139,22 +139,6 @@ TEST(Metrics, RpcAndRejectionCountersBoundTheirLabels) {
   EXPECT_EQ(text.find("random-name-from-a-client"), std::string::npos);
 }
 
-// server/metrics_thread_stack.cc: civetweb's 100 KiB thread stacks are raised to 1 MiB (else
-// pthread_create fails in CUDA builds, whose cuBLAS has 92 KiB of static TLS); larger requests pass.
-TEST(Metrics, SmallThreadStacksAreRaised) {
-  ASSERT_NE(StartOnFreePort(), nullptr);  // links the interposer in
-  pthread_attr_t attr;
-  ASSERT_EQ(pthread_attr_init(&attr), 0);
-  size_t size = 0;
-  ASSERT_EQ(pthread_attr_setstacksize(&attr, 102400), 0);
-  ASSERT_EQ(pthread_attr_getstacksize(&attr, &size), 0);
-  EXPECT_EQ(size, size_t{1} << 20);
-  ASSERT_EQ(pthread_attr_setstacksize(&attr, size_t{8} << 20), 0);
-  ASSERT_EQ(pthread_attr_getstacksize(&attr, &size), 0);
-  EXPECT_EQ(size, size_t{8} << 20);
-  pthread_attr_destroy(&attr);
-}
-
 TEST(Metrics, ObserverOutlivesMetrics) {
   EngineObserver observer;
   {
