@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test, from a fresh Debian bookworm machine: install, fetch test fixtures, then
+# Every test, from a fresh Debian bookworm machine: install, fetch test fixtures (tokenizers, the
+# OpenAI Node SDK), then
 #  1. the Release build (CUDA kernels compiled when nvcc is present) and all CTest tests
 #     (GPU tests skip without a GPU and say so);
 #  2. one clang ASan+UBSan build with libFuzzer instrumentation: the codec and parser unit tests
@@ -13,6 +14,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 export DF11_TOKENIZER_DIR
 DF11_TOKENIZER_DIR=$(scripts/fetch-test-tokenizers.sh)
+export DF11_OPENAI_SDK_DIR
+DF11_OPENAI_SDK_DIR=$(scripts/fetch-test-openai-sdk.sh)
 jobs=$(nproc)
 
 echo "== 1/3 Release build and tests"

@@ -74,7 +74,10 @@ Status CheckHttpFlags(const ServerConfig& c) {
     return InvalidArgument("--http-max-connections-per-client: must be in [1, 100000]");
   }
   if (c.http_address.empty()) return Status();
-  if (c.http_address == c.metrics_address) return InvalidArgument("--http-address: must differ from --metrics-address");
+  const bool any_port = c.http_address.size() >= 2 && c.http_address.compare(c.http_address.size() - 2, 2, ":0") == 0;
+  if (c.http_address == c.metrics_address && !any_port) {
+    return InvalidArgument("--http-address: must differ from --metrics-address (/metrics has its own listener)");
+  }
   if (c.tls_require_client_cert) {
     return InvalidArgument("--http-address: the HTTP API does not do mutual TLS (--tls-require-client-cert)");
   }

@@ -88,50 +88,33 @@ Json Envelope(const OpenAiResponseMeta& meta, bool chunk) {
 }  // namespace
 
 OpenAiError ToOpenAiError(const Status& status, OpenAiEndpoint endpoint) {
-  OpenAiError e;
-  e.message = OpenAiMessage(status.message(), endpoint);
-  e.type = "invalid_request_error";
-  switch (status.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kFailedPrecondition:
-      e.http_status = 400;
-      e.param = OpenAiParam(status.message(), endpoint);
-      e.code = status.code() == StatusCode::kInvalidArgument ? "invalid_value" : "unsupported_input";
-      break;
-    case StatusCode::kUnauthenticated:
-      e.http_status = 401;
-      e.type = "authentication_error";
-      e.code = "invalid_api_key";
-      break;
-    case StatusCode::kNotFound:
-      e.http_status = 404;
-      e.param = "model";
-      e.code = "model_not_found";
-      break;
-    case StatusCode::kResourceExhausted:
-      e.http_status = 429;
-      e.type = "rate_limit_error";
-      e.code = "queue_full";
-      break;
-    case StatusCode::kUnavailable:
-      e.http_status = 503;
-      e.type = "server_error";
-      e.code = "unavailable";
-      break;
-    case StatusCode::kDeadlineExceeded:
-      e.http_status = 504;
-      e.type = "server_error";
-      e.code = "timeout";
-      break;
-    case StatusCode::kCancelled:
-      e.http_status = 499;
-      e.code = "cancelled";
-      break;
-    default:
-      e.http_status = 500;
-      e.type = "server_error";
-      e.code = "internal_error";
+  struct Kind {
+    StatusCode status;
+    int http;
+    const char* type;
+    const char* code;
+  };
+  static constexpr Kind kKinds[] = {
+      {StatusCode::kInvalidArgument, 400, "invalid_request_error", "invalid_value"},
+      {StatusCode::kFailedPrecondition, 400, "invalid_request_error", "unsupported_input"},
+      {StatusCode::kUnauthenticated, 401, "authentication_error", "invalid_api_key"},
+      {StatusCode::kNotFound, 404, "invalid_request_error", "model_not_found"},
+      {StatusCode::kResourceExhausted, 429, "rate_limit_error", "queue_full"},
+      {StatusCode::kUnavailable, 503, "server_error", "unavailable"},
+      {StatusCode::kDeadlineExceeded, 504, "server_error", "timeout"},
+      {StatusCode::kCancelled, 499, "invalid_request_error", "cancelled"},  // nginx's "client closed request"
+  };
+  Kind kind{status.code(), 500, "server_error", "internal_error"};
+  for (const Kind& k : kKinds) {
+    if (k.status == status.code()) kind = k;
   }
+  OpenAiError e;
+  e.http_status = kind.http;
+  e.type = kind.type;
+  e.code = kind.code;
+  e.message = OpenAiMessage(status.message(), endpoint);
+  if (kind.http == 400) e.param = OpenAiParam(status.message(), endpoint);
+  if (status.code() == StatusCode::kNotFound) e.param = "model";
   if (int ms = RetryAfterMs(status); ms > 0) e.retry_after_seconds = (ms + 999) / 1000;
   return e;
 }

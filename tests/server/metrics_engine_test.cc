@@ -150,6 +150,7 @@ TEST_F(MetricsEngineTest, DocsListExactlyTheExportedMetrics) {
   RunAlone(*engine_, Greedy("tiny", TestPrompt(4, 1), 3));
   metrics_->OnRpcFinished("Generate", 0);
   metrics_->OnRejected("tiny", "queue_full");
+  metrics_->OnHttpRequest("/v1/completions", 200);
   WaitFor("df11_generated_tokens_total", 3);
   std::ifstream docs(std::string(DF11_TEST_FIXTURES) + "/../../docs/metrics.md");
   ASSERT_TRUE(docs.good());

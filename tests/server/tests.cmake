@@ -12,6 +12,15 @@ if(TARGET test_server AND TARGET df11d)
                      --proto-root ${PROJECT_SOURCE_DIR} --tokenizer ${DF11_TEST_FIXTURES}/tiny-tokenizer)
     set_tests_properties(server_python_client PROPERTIES TIMEOUT 120)
   endif()
+  # The OpenAI HTTP API with the official Node SDK on the demo model (DF11_OPENAI_SDK_DIR from
+  # scripts/fetch-test-openai-sdk.sh; node from scripts/setup.sh).
+  find_program(DF11_NODE node)
+  if(DF11_NODE)
+    add_test(NAME server_openai_sdk
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/openai_sdk_test.sh $<TARGET_FILE:df11d> $<TARGET_FILE:df11>
+                     ${PROJECT_SOURCE_DIR}/deploy/demo-model)
+    set_tests_properties(server_openai_sdk PROPERTIES TIMEOUT 180)
+  endif()
 endif()
 
 # Fuzz targets of the daemon's parsers (tests/fuzz/server_*_fuzz.cc) need df11_server_parsers
@@ -19,7 +28,7 @@ endif()
 # of the directory.
 if(DF11_FUZZ AND TARGET df11_server_parsers)
   function(df11_link_server_fuzz_targets)
-    foreach(target fuzz_server_config fuzz_server_request)
+    foreach(target fuzz_server_config fuzz_server_request fuzz_server_openai)
       if(TARGET ${target})
         target_link_libraries(${target} PRIVATE df11_server_parsers)
       endif()
