@@ -4,6 +4,7 @@
 #include <deque>
 #include <mutex>
 
+#include "server/raw_message.h"
 #include "server/request_log.h"
 
 namespace df11::server {
@@ -20,9 +21,12 @@ struct StreamState {
   bool finish_called = false;
   std::optional<grpc::Status> finish_status;  // set once: the status the call will end with
   RequestLine log;                            // completed by the final event
+  bool final_event_seen = false;              // log.usage/timings come from the engine
+  int64_t streamed_tokens = 0;                // token ids queued for the client so far
+  Clock::time_point started = Clock::now();
 };
 
-class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
+class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   GenerateReactor(ServiceContext& ctx, grpc::CallbackServerContext* call) : ctx_(ctx), call_(call) {
     state_ = std::make_shared<StreamState>();
@@ -30,8 +34,10 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     state_->log.peer = call->peer();
   }
 
-  void Start(const pb::GenerateRequest& request) {
-    grpc::Status rejected = Submit(request);
+  void Start(const grpc::ByteBuffer* bytes) {
+    pb::GenerateRequest request;
+    Status parsed = GuardExceptions([&] { return ParseRequest(ctx_, call_, "Generate", bytes, &request); });
+    grpc::Status rejected = parsed.ok() ? Submit(request) : ToGrpc(parsed);
     if (!rejected.ok()) EndWith(state_, rejected);
   }
 
@@ -50,7 +56,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
 
   void OnCancel() override {
     CancelEngineRequest();
-    EndWith(state_, grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client or its deadline"));
+    EndWith(state_, CancelStatus());
   }
 
   void OnDone() override {
@@ -61,6 +67,13 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
       state_->reactor = nullptr;
       line = state_->log;
       status = state_->finish_status.value_or(grpc::Status::OK);
+      if (!state_->final_event_seen && state_->log.id != 0) {
+        // Ended before the engine's final event (cancel, deadline, drain): log what was streamed.
+        line.usage.generated_tokens = state_->streamed_tokens;
+        line.timings.total_seconds = std::chrono::duration<double>(Clock::now() - state_->started).count();
+        line.finish_reason = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? FinishReason::kDeadline
+                                                                                       : FinishReason::kCancelled;
+      }
     }
     line.code = status.error_code();
     line.message = status.error_message();
@@ -73,7 +86,15 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
   static void OnEvent(const std::shared_ptr<StreamState>& state, RequestEvent&& event) {
     {
       std::lock_guard<std::mutex> lock(state->mu);
+      if (event.finished && state->reactor != nullptr) {
+        // The log line wants the engine's counts even when the call already ended (cancel).
+        state->final_event_seen = true;
+        state->log.finish_reason = event.finish_reason;
+        state->log.usage = event.usage;
+        state->log.timings = event.timings;
+      }
       if (state->finish_called || state->finish_status) return;
+      state->streamed_tokens += static_cast<int64_t>(event.token_ids.size());
       if (!event.finished || event.finish_reason == FinishReason::kStop || event.finish_reason == FinishReason::kLength ||
           event.finish_reason == FinishReason::kEos) {
         pb::GenerateResponse message;
@@ -90,59 +111,70 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
           waiting.MergeFrom(message);
         }
       }
-      if (event.finished) {
-        state->finish_status = FinalStatus(event);
-        state->log.finish_reason = event.finish_reason;
-        state->log.usage = event.usage;
-        state->log.timings = event.timings;
-      }
+      if (event.finished) state->finish_status = FinalStatus(event);
     }
     Pump(state);
   }
 
  private:
+  // Why a request was refused, as the rejection counter labels it.
   grpc::Status Submit(const pb::GenerateRequest& request) {
-    auto auth = ctx_.keys->Check(call_->client_metadata(), /*admin=*/false);
     state_->log.model = request.model();
     state_->log.client_request_id = request.request_id().substr(0, kMaxRequestIdBytes);
-    if (!auth.ok()) {
-      RecordRejected(ctx_, request.model(), "unauthenticated");
-      return ToGrpc(auth);
+    RejectReason reason = RejectReason::kInvalid;
+    Status submitted = GuardExceptions([&] { return SubmitChecked(request, &reason); });
+    if (submitted.ok()) return grpc::Status::OK;
+    if (submitted.code() == StatusCode::kUnauthenticated) reason = RejectReason::kNone;  // counted below
+    if (reason != RejectReason::kUnknownModel && reason != RejectReason::kNone) {
+      RecordRejected(ctx_, request.model(), RejectReasonName(reason));
     }
-    if (ctx_.draining.load()) return Retryable(Unavailable("server is draining; retry on another replica"));
-    auto translated = TranslateGenerateRequest(request);
-    if (!translated.ok()) return Rejected(request.model(), translated.status());
-    GenerateRequest engine_request = std::move(translated).value();
+    return Retryable(submitted);
+  }
+
+  // Authentication, translation, prompt, Engine::Submit; `reason` says why a request was refused.
+  Status SubmitChecked(const pb::GenerateRequest& request, RejectReason* reason) {
+    if (Status auth = ctx_.keys->Check(call_->client_metadata(), /*admin=*/false); !auth.ok()) {
+      RecordRejected(ctx_, request.model(), "unauthenticated");
+      return auth;
+    }
+    if (ctx_.draining.load()) {
+      *reason = RejectReason::kUnavailable;
+      return Unavailable("server is draining; retry on another replica");
+    }
+    DF11_ASSIGN_OR_RETURN(GenerateRequest engine_request, TranslateGenerateRequest(request));
     auto sources = ctx_.resources->Get(request.model());
-    if (!sources.ok()) return Rejected(request.model(), sources.status());
-    auto prompt = BuildPrompt(request, *sources);
-    if (!prompt.ok()) return Rejected(request.model(), prompt.status());
-    engine_request.prompt_tokens = std::move(prompt).value();
+    if (!sources.ok()) *reason = RejectReason::kUnknownModel;
+    DF11_RETURN_IF_ERROR(sources.status());
+    *reason = RejectReason::kInvalid;
+    DF11_ASSIGN_OR_RETURN(engine_request.prompt_tokens, BuildPrompt(request, *sources));
     engine_request.deadline = EngineDeadline(*call_);
     state_->log.usage.prompt_tokens = static_cast<int64_t>(engine_request.prompt_tokens.size());
 
     std::shared_ptr<StreamState> state = state_;
-    auto id = ctx_.engine->Submit(std::move(engine_request),
-                                  [state](RequestEvent&& event) { OnEvent(state, std::move(event)); });
-    if (!id.ok()) return Rejected(request.model(), id.status());
+    DF11_ASSIGN_OR_RETURN(RequestId id, ctx_.engine->Submit(std::move(engine_request),
+                                                            [state](RequestEvent&& event) { OnEvent(state, std::move(event)); },
+                                                            reason));
     bool cancelled_meanwhile;
     {
       std::lock_guard<std::mutex> lock(state_->mu);
-      request_id_ = *id;
-      state_->log.id = *id;
+      request_id_ = id;
+      state_->log.id = id;
       cancelled_meanwhile = state_->finish_status.has_value();
     }
-    if (cancelled_meanwhile) ctx_.engine->Cancel(*id);
-    return grpc::Status::OK;
+    if (cancelled_meanwhile) ctx_.engine->Cancel(id);
+    return Status();
   }
 
-  grpc::Status Rejected(const std::string& model, const Status& status) {
-    const char* reason = status.code() == StatusCode::kResourceExhausted ? "queue_full"
-                         : status.message().find("long") != std::string::npos ? "too_long"
-                         : status.code() == StatusCode::kInvalidArgument ? "invalid"
-                                                                          : "other";
-    if (status.code() != StatusCode::kNotFound) RecordRejected(ctx_, model, reason);
-    return Retryable(status);
+  // The status of a call that gRPC cancelled: its deadline passed, the server shut down (drain
+  // grace expired), or the client cancelled.
+  grpc::Status CancelStatus() const {
+    if (ctx_.draining.load()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server shut down before the request finished");
+    }
+    if (call_->deadline() <= std::chrono::system_clock::now()) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the client's deadline passed");
+    }
+    return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
   }
 
   grpc::Status Retryable(const Status& status) {
@@ -180,7 +212,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
       if (state->reactor == nullptr || state->finish_called || state->write_in_flight) return;
       reactor = state->reactor;
       if (!state->queue.empty()) {
-        reactor->current_ = std::move(state->queue.front());
+        // A message that cannot be serialized is dropped (cannot happen for our own messages).
+        (void)SerializeResponse(state->queue.front(), &reactor->current_);
         state->queue.pop_front();
         state->write_in_flight = true;
       } else if (state->finish_status) {
@@ -202,15 +235,15 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
   grpc::CallbackServerContext* call_;
   std::shared_ptr<StreamState> state_;
   std::optional<RequestId> request_id_;  // guarded by state_->mu
-  pb::GenerateResponse current_;         // the message being written
+  grpc::ByteBuffer current_;             // the serialized message being written
 };
 
 }  // namespace
 
-grpc::ServerWriteReactor<pb::GenerateResponse>* StartGenerate(ServiceContext& ctx, grpc::CallbackServerContext* call,
-                                                              const pb::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* StartGenerate(ServiceContext& ctx, grpc::CallbackServerContext* call,
+                                                          const grpc::ByteBuffer* request) {
   auto* reactor = new GenerateReactor(ctx, call);
-  reactor->Start(*request);
+  reactor->Start(request);
   return reactor;
 }
 

@@ -51,6 +51,11 @@ struct ServiceContext {
 void RecordRpc(ServiceContext& ctx, const std::string& method, grpc::StatusCode code);
 void RecordRejected(ServiceContext& ctx, const std::string& model, const std::string& reason);
 
+// Runs `fn`, turning an exception into a status so that no request path can terminate the
+// daemon: std::bad_alloc -> RESOURCE_EXHAUSTED, std::system_error (e.g. no thread could be
+// started) -> UNAVAILABLE, anything else -> INTERNAL; each names what failed.
+Status GuardExceptions(const std::function<Status()>& fn);
+
 // The client's deadline as the engine's clock, if it set one.
 std::optional<Clock::time_point> EngineDeadline(const grpc::CallbackServerContext& context);
 
