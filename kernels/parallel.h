@@ -1,10 +1,13 @@
 // ParallelFor: split [0, n) into contiguous ranges run on up to `threads` std::threads.
 // Blocking; the calling thread takes one range. `fn(begin, end, worker)` must be thread-safe.
+// When the system refuses a thread (std::system_error: thread or memory-map limits), the calling
+// thread runs that range itself: slower, never an exception out of here for lack of threads.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -21,12 +24,19 @@ inline void ParallelFor(int64_t n, int threads, const std::function<void(int64_t
     fn(0, n, 0);
     return;
   }
+  auto range = [&](int64_t w) { fn(n * w / workers, n * (w + 1) / workers, static_cast<int>(w)); };
   std::vector<std::thread> pool;
+  std::vector<int64_t> inline_ranges;
   pool.reserve(workers - 1);
   for (int64_t w = 1; w < workers; ++w) {
-    pool.emplace_back([&, w] { fn(n * w / workers, n * (w + 1) / workers, static_cast<int>(w)); });
+    try {
+      pool.emplace_back(range, w);
+    } catch (const std::system_error&) {
+      inline_ranges.push_back(w);
+    }
   }
-  fn(0, n / workers, 0);
+  range(0);
+  for (int64_t w : inline_ranges) range(w);
   for (auto& t : pool) t.join();
 }
 

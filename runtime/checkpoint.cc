@@ -74,6 +74,30 @@ StatusOr<Df11Config> ParseDf11Config(const json& block, const std::string& sourc
   return cfg;
 }
 
+namespace {
+
+// config.json's num_hidden_layers against the tensors: names "<prefix>layers.<i>." must reach
+// exactly layer num_layers - 1, so that a config cannot size a model the checkpoint does not hold.
+Status CheckLayerCount(const ModelConfig& c, const std::vector<std::string>& names, const std::string& config_path) {
+  const std::string prefix = c.weight_prefix + "layers.";
+  int64_t highest = -1;
+  for (const std::string& name : names) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    int64_t index = 0;
+    size_t i = prefix.size();
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && index <= kMaxLayers; ++i) index = index * 10 + (name[i] - '0');
+    if (i > prefix.size()) highest = std::max(highest, index);
+  }
+  if (highest + 1 == c.num_layers) return Status::Ok();
+  return InvalidArgument(config_path + ": num_hidden_layers is " + std::to_string(c.num_layers) +
+                         " but the checkpoint's tensors " +
+                         (highest < 0 ? "hold no " + prefix + "N layer"
+                                      : "go up to " + prefix + std::to_string(highest) + " (" +
+                                            std::to_string(highest + 1) + " layers)"));
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir, const CheckpointOptions& options) {
   std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
   ckpt->dir_ = dir;
@@ -98,6 +122,12 @@ StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir, c
   DF11_ASSIGN_OR_RETURN(ckpt->store_, TensorStore::Open(dir));
   if (ckpt->architecture_known_) {
     DF11_RETURN_IF_ERROR(ResolveWeightNames(ckpt->config_, ckpt->store_.Names()).WithContext(dir));
+    DF11_RETURN_IF_ERROR(CheckLayerCount(ckpt->config_, ckpt->store_.Names(), config_path));
+    for (auto& spec : ExpectedWeights(ckpt->config_)) ckpt->expected_shapes_[spec.name] = spec.shape;
+    // A tied model may carry an lm_head unit holding a copy of the embedding (the reference
+    // encoder writes one); it has the embedding's shape.
+    const ModelConfig& c = ckpt->config_;
+    if (c.tie_word_embeddings) ckpt->expected_shapes_[c.lm_head_name] = ckpt->expected_shapes_[c.weight_prefix + "embed_tokens.weight"];
   }
   if (ckpt->df11_) DF11_RETURN_IF_ERROR(ckpt->FindUnits());
   return ckpt;
@@ -181,13 +211,7 @@ Status Checkpoint::BuildUnit(const std::string& path, const std::string& pattern
     bounds.push_back(static_cast<uint64_t>(v));
   }
   bounds.push_back(unit.layout.num_elements);
-  std::map<std::string, std::vector<int64_t>> shapes;
-  if (architecture_known_) {
-    for (auto& spec : ExpectedWeights(config_)) shapes[spec.name] = spec.shape;
-    // A tied model may carry an lm_head unit holding a copy of the embedding (the reference
-    // encoder writes one); it has the embedding's shape.
-    if (config_.tie_word_embeddings) shapes[config_.lm_head_name] = shapes[config_.weight_prefix + "embed_tokens.weight"];
-  }
+  const std::map<std::string, std::vector<int64_t>>& shapes = expected_shapes_;
   for (size_t i = 0; i < names.size(); ++i) {
     UnitWeight w{names[i], {}, bounds[i], bounds[i + 1] - bounds[i]};
     if (architecture_known_) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,6 +94,7 @@ class Checkpoint {
   std::optional<Df11Config> df11_;
   std::vector<Df11Unit> units_;
   std::vector<std::string> warnings_;
+  std::map<std::string, std::vector<int64_t>> expected_shapes_;  // ExpectedWeights, computed once
 };
 
 }  // namespace df11

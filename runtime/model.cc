@@ -50,6 +50,17 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const Model
   DF11_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
   model->config_ = model->checkpoint_->config();
   const ModelConfig& c = model->config_;
+  uint64_t largest_unit = 0;
+  for (const Df11Unit& unit : model->checkpoint_->units())
+    largest_unit = std::max(largest_unit, unit.layout.num_elements);
+  // Refused up front, before anything is allocated for the weights: what they will hold resident.
+  model->FillLoadReport(largest_unit);
+  if (options.max_resident_bytes > 0 &&
+      model->report_.weight_bytes + model->report_.scratch_bytes > options.max_resident_bytes) {
+    return ResourceExhausted(dir + ": the weights need " + std::to_string(model->report_.weight_bytes) +
+                             " bytes (+ " + std::to_string(model->report_.scratch_bytes) + " bytes of decode scratch) but " +
+                             std::to_string(options.max_resident_bytes) + " bytes are available for them");
+  }
   model->layers_.resize(c.num_layers);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     DF11_RETURN_IF_ERROR(model->LoadLayer(layer, model->layers_[layer]));
@@ -60,14 +71,10 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const Model
   for (RopeKind* kind : {&model->rope_global_, &model->rope_local_}) {
     kind->rotary_dim = 2 * static_cast<int64_t>(kind->inv_freq.size());
   }
-  uint64_t largest_unit = 0;
-  for (const Df11Unit& unit : model->checkpoint_->units())
-    largest_unit = std::max(largest_unit, unit.layout.num_elements);
   if (options.device == Device::kCuda) {
-    DF11_RETURN_IF_ERROR(model->LoadCuda());
+    DF11_RETURN_IF_ERROR(model->LoadCuda());  // replaces the report with what the device holds
   } else {
     model->scratch_ = UnitScratch(largest_unit);
-    model->FillLoadReport(largest_unit);
   }
   model->report_.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return model;

@@ -30,6 +30,9 @@ struct ModelOptions {
   int threads = 0;  // 0 = all cores
   // kCuda: the DF11 decode scratch, shareable between models on one GPU; allocated if null.
   std::shared_ptr<DeviceScratch> scratch = nullptr;
+  // > 0: RESOURCE_EXHAUSTED before any weight is uploaded when the resident weights plus the
+  // decode scratch would need more bytes than this (the engine passes what its budget leaves).
+  uint64_t max_resident_bytes = 0;
 };
 
 // One sequence of a step: its new tokens, appended after `num_cached` cached positions.

@@ -178,13 +178,14 @@ struct SizeField {
   const char* key;
   int64_t ModelConfig::*member;
   int64_t ArchDefaults::*fallback;
+  int64_t max;  // sane bound, far above every published model, checked before anything is sized
 };
 constexpr SizeField kSizeFields[] = {
-    {"vocab_size", &ModelConfig::vocab_size, &ArchDefaults::vocab_size},
-    {"hidden_size", &ModelConfig::hidden_size, &ArchDefaults::hidden_size},
-    {"intermediate_size", &ModelConfig::intermediate_size, &ArchDefaults::intermediate_size},
-    {"num_hidden_layers", &ModelConfig::num_layers, &ArchDefaults::num_layers},
-    {"num_attention_heads", &ModelConfig::num_heads, &ArchDefaults::num_heads},
+    {"vocab_size", &ModelConfig::vocab_size, &ArchDefaults::vocab_size, kMaxVocabSize},
+    {"hidden_size", &ModelConfig::hidden_size, &ArchDefaults::hidden_size, kMaxHiddenSize},
+    {"intermediate_size", &ModelConfig::intermediate_size, &ArchDefaults::intermediate_size, kMaxIntermediateSize},
+    {"num_hidden_layers", &ModelConfig::num_layers, &ArchDefaults::num_layers, kMaxLayers},
+    {"num_attention_heads", &ModelConfig::num_heads, &ArchDefaults::num_heads, kMaxHeads},
 };
 
 // Head counts and head_dim; num_heads must already be valid. Contract: on OK, num_kv_heads
@@ -211,6 +212,9 @@ Status ReadHeads(const ConfigReader& r, const ArchDefaults& d, ModelConfig& c) {
     c.head_dim = c.hidden_size / c.num_heads;
   }
   if (c.head_dim <= 0) return r.Error("head_dim", "must be positive, got " + std::to_string(c.head_dim));
+  if (c.head_dim > kMaxHeadDim) {
+    return r.Error("head_dim", std::to_string(c.head_dim) + " is above the supported maximum " + std::to_string(kMaxHeadDim));
+  }
   return Status::Ok();
 }
 
@@ -220,14 +224,21 @@ Status ReadSizes(const ConfigReader& r, const ArchDefaults& d, ModelConfig& c) {
     c.*f.member = d.*f.fallback;
     DF11_RETURN_IF_ERROR(d.sizes_required ? r.RequiredInt(f.key, c.*f.member) : r.Int(f.key, c.*f.member));
     if (c.*f.member <= 0) return r.Error(f.key, "must be positive, got " + std::to_string(c.*f.member));
+    if (c.*f.member > f.max) {
+      return r.Error(f.key, std::to_string(c.*f.member) + " is above the supported maximum " + std::to_string(f.max));
+    }
   }
   DF11_RETURN_IF_ERROR(ReadHeads(r, d, c));
   c.max_position_embeddings = d.max_position_embeddings;
   DF11_RETURN_IF_ERROR(r.Int("max_position_embeddings", c.max_position_embeddings));
   if (c.max_position_embeddings <= 0) return r.Error("max_position_embeddings", "must be positive");
+  if (c.max_position_embeddings > kMaxPositions) {
+    return r.Error("max_position_embeddings", std::to_string(c.max_position_embeddings) +
+                                                  " is above the supported maximum " + std::to_string(kMaxPositions));
+  }
   c.rms_norm_eps = d.rms_norm_eps;
   DF11_RETURN_IF_ERROR(r.Double("rms_norm_eps", c.rms_norm_eps));
-  if (!(c.rms_norm_eps > 0)) return r.Error("rms_norm_eps", "must be positive");
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1)) return r.Error("rms_norm_eps", "must be in (0, 1)");
   c.tie_word_embeddings = d.tie_word_embeddings;
   DF11_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", c.tie_word_embeddings));
   c.hidden_act = d.hidden_act;
@@ -301,6 +312,9 @@ Status ReadLayerKinds(const ConfigReader& r, const ArchDefaults& d, SlidingRule 
       std::find(c.layer_is_sliding.begin(), c.layer_is_sliding.end(), true) != c.layer_is_sliding.end();
   if (any_sliding && window <= 0) {
     return r.Error("sliding_window", "must be positive when layers use sliding-window attention");
+  }
+  if (any_sliding && window > kMaxPositions) {
+    return r.Error("sliding_window", std::to_string(window) + " is above the supported maximum " + std::to_string(kMaxPositions));
   }
   c.sliding_window = any_sliding ? window : 0;
   return Status::Ok();

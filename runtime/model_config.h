@@ -73,6 +73,17 @@ struct ModelConfig {
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
 
+// Bounds ParseModelConfig enforces before any size is used to allocate or loop: far above every
+// published model (Llama 3.1 405B: 126 layers, hidden 16384, intermediate 53248; Gemma 3: vocab
+// 262144, head_dim 256), so that a hostile config.json cannot make a load allocate without bound.
+inline constexpr int64_t kMaxLayers = 1024;
+inline constexpr int64_t kMaxHeads = 1024;
+inline constexpr int64_t kMaxHeadDim = 1024;
+inline constexpr int64_t kMaxHiddenSize = int64_t{1} << 16;
+inline constexpr int64_t kMaxIntermediateSize = int64_t{1} << 18;
+inline constexpr int64_t kMaxVocabSize = int64_t{1} << 22;
+inline constexpr int64_t kMaxPositions = int64_t{1} << 24;  // max_position_embeddings, sliding_window
+
 // "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3".
 const char* ArchName(Arch arch);
 

@@ -81,9 +81,11 @@ StatusOr<ConfigReader> ConfigReader::Object(const std::string& key) const {
 
 namespace {
 
+// Positive and at most 1e12 (rope thetas, factors, context lengths: far below it), so that no
+// rope parameter can overflow what is computed from it.
 Status RequirePositive(const ConfigReader& r, const std::string& key, double value) {
-  if (value > 0) return Status::Ok();
-  return r.Error(key, "must be positive, got " + std::to_string(value));
+  if (value > 0 && value <= 1e12) return Status::Ok();
+  return r.Error(key, "must be in (0, 1e12], got " + std::to_string(value));
 }
 
 // llama3 (Llama 3.1): all four keys are required, as transformers' validation requires them.

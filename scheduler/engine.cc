@@ -3,6 +3,7 @@
 #include "scheduler/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "scheduler/device_memory.h"
@@ -12,6 +13,13 @@ namespace df11 {
 namespace {
 
 std::string Field(const std::string& name, size_t index) { return name + "[" + std::to_string(index) + "]"; }
+
+// printf's %g: "inf", "nan", "2.5".
+std::string Num(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
 
 // KV bytes for all models together (the policy of kv_budget.h):
 //   kv_memory_bytes > 0: that; CPU otherwise: kDefaultCpuKvBytes;
@@ -46,16 +54,53 @@ Status ValidateOptions(const EngineOptions& o) {
   return Status::Ok();
 }
 
-Status ValidateSpec(const ModelSpec& s) {
-  if (s.name.empty()) return InvalidArgument("ModelSpec.name must not be empty");
-  if (!(s.kv_share > 0)) return InvalidArgument(s.name + ": ModelSpec.kv_share must be > 0");
-  if (!(s.weight > 0)) return InvalidArgument(s.name + ": ModelSpec.weight must be > 0");
-  if (s.kv_min_blocks < 0) return InvalidArgument(s.name + ": ModelSpec.kv_min_blocks must be >= 0");
-  if (s.max_seqs < 0) return InvalidArgument(s.name + ": ModelSpec.max_seqs must be >= 0");
-  return Status::Ok();
+}  // namespace
+
+const char* RejectReasonName(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::kNone: return "none";
+    case RejectReason::kInvalid: return "invalid";
+    case RejectReason::kPromptTooLong: return "too_long";
+    case RejectReason::kQueueFull: return "queue_full";
+    case RejectReason::kUnavailable: return "unavailable";
+    case RejectReason::kUnknownModel: return "unknown_model";
+  }
+  return "other";
 }
 
-}  // namespace
+Status ValidateModelSpec(const ModelSpec& s) {
+  if (s.name.empty() || s.name.size() > kMaxModelNameBytes) {
+    return InvalidArgument("name: must be 1 to " + std::to_string(kMaxModelNameBytes) + " bytes, got " +
+                           std::to_string(s.name.size()));
+  }
+  for (size_t i = 0; i < s.name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s.name[i]);
+    if (c <= 0x20 || c >= 0x7f) {
+      return InvalidArgument("name: byte " + std::to_string(i) + " is not printable ASCII (" +
+                             std::to_string(c) + "); names are printable ASCII without spaces");
+    }
+  }
+  if (s.path.empty()) return InvalidArgument("path: must not be empty");
+  for (size_t i = 0; i < s.path.size(); ++i) {
+    if (static_cast<unsigned char>(s.path[i]) < 0x20 || s.path[i] == 0x7f) {
+      return InvalidArgument("path: byte " + std::to_string(i) + " is a control character");
+    }
+  }
+  // Written so that NaN fails every check.
+  if (!(s.kv_share > 0 && s.kv_share <= kMaxModelShare)) {
+    return InvalidArgument("kv_share: must be in (0, 1e6], got " + Num(s.kv_share));
+  }
+  if (!(s.weight > 0 && s.weight <= kMaxModelShare)) {
+    return InvalidArgument("weight: must be in (0, 1e6], got " + Num(s.weight));
+  }
+  if (s.kv_min_blocks < 0 || s.kv_min_blocks > kMaxKvMinBlocks) {
+    return InvalidArgument("kv_min_blocks: must be in [0, 2^40], got " + std::to_string(s.kv_min_blocks));
+  }
+  if (s.max_seqs < 0 || s.max_seqs > kMaxModelSeqs) {
+    return InvalidArgument("max_seqs: must be in [0, 1000000], got " + std::to_string(s.max_seqs));
+  }
+  return Status::Ok();
+}
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
@@ -108,8 +153,23 @@ StatusOr<std::map<std::string, int64_t>> Engine::Impl::KvTargets(const std::vect
   return targets;
 }
 
+uint64_t Engine::Impl::ResidentBudget() const {
+  if (options.max_model_bytes > 0) {
+    uint64_t used = 0;
+    std::lock_guard lock(mu);
+    for (const auto& [name, m] : models) used += m.info.weight_bytes;
+    const uint64_t budget = static_cast<uint64_t>(options.max_model_bytes);
+    return used >= budget ? 1 : budget - used;  // 1: nothing fits (0 would mean unlimited)
+  }
+  if (options.device == Device::kCuda) {
+    const std::optional<int64_t> free = FreeDeviceBytes();
+    if (free && *free > 0) return static_cast<uint64_t>(*free);
+  }
+  return 0;
+}
+
 Status Engine::LoadModel(const ModelSpec& spec) {
-  DF11_RETURN_IF_ERROR(ValidateSpec(spec));
+  if (Status valid = ValidateModelSpec(spec); !valid.ok()) return valid.WithContext("model '" + spec.name + "'");
   std::lock_guard load_lock(impl_->load_mu);
   {
     std::lock_guard lock(impl_->mu);
@@ -120,6 +180,7 @@ Status Engine::LoadModel(const ModelSpec& spec) {
   model_options.device = o.device;
   model_options.threads = o.threads;
   model_options.scratch = impl_->scratch;  // CUDA: shared; steps never overlap (one engine thread)
+  model_options.max_resident_bytes = impl_->ResidentBudget();
   DF11_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(spec.path, model_options));
   std::shared_ptr<const Tokenizer> tokenizer;
   if (std::filesystem::exists(spec.path + "/tokenizer.json")) {
@@ -208,6 +269,19 @@ Status Engine::UnloadModel(const std::string& name) {
   return Status::Ok();
 }
 
+Status Engine::Impl::CheckPromptFits(const GenerateRequest& r, const RegisteredModel& m) const {
+  const int64_t n = static_cast<int64_t>(r.prompt_tokens.size());
+  if (n + 1 > m.info.max_positions) {
+    return InvalidArgument("prompt of " + std::to_string(n) + " tokens leaves no room to generate: model '" +
+                           m.spec.name + "' has " + std::to_string(m.info.max_positions) + " positions");
+  }
+  if (n + 1 > m.kv_target_blocks * options.block_size) {
+    return InvalidArgument("prompt of " + std::to_string(n) + " tokens does not fit model '" + m.spec.name +
+                           "''s KV cache of " + std::to_string(m.kv_target_blocks * options.block_size) + " positions");
+  }
+  return Status::Ok();
+}
+
 Status Engine::Impl::Validate(const GenerateRequest& r, const RegisteredModel& m) const {
   const int64_t vocab = m.info.vocab_size;
   const int64_t n = static_cast<int64_t>(r.prompt_tokens.size());
@@ -217,14 +291,6 @@ Status Engine::Impl::Validate(const GenerateRequest& r, const RegisteredModel& m
       return InvalidArgument(Field("prompt_tokens", i) + " = " + std::to_string(r.prompt_tokens[i]) +
                              " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     }
-  }
-  if (n + 1 > m.info.max_positions) {
-    return InvalidArgument("prompt of " + std::to_string(n) + " tokens leaves no room to generate: model '" +
-                           m.spec.name + "' has " + std::to_string(m.info.max_positions) + " positions");
-  }
-  if (n + 1 > m.kv_target_blocks * options.block_size) {
-    return InvalidArgument("prompt of " + std::to_string(n) + " tokens does not fit model '" + m.spec.name +
-                           "''s KV cache of " + std::to_string(m.kv_target_blocks * options.block_size) + " positions");
   }
   if (r.max_tokens < 1) return InvalidArgument("max_tokens must be >= 1, got " + std::to_string(r.max_tokens));
   DF11_RETURN_IF_ERROR(ValidateSamplingParams(r.sampling));
@@ -246,27 +312,40 @@ Status Engine::Impl::Validate(const GenerateRequest& r, const RegisteredModel& m
   return Status::Ok();
 }
 
-StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink) {
+StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink, RejectReason* reason) {
   Impl& impl = *impl_;
+  RejectReason ignored;
+  RejectReason& why = reason ? *reason : ignored;
+  why = RejectReason::kInvalid;
   if (!sink) return InvalidArgument("Submit needs an event sink");
   std::shared_ptr<const Tokenizer> tokenizer;
   {
     std::lock_guard lock(impl.mu);
-    if (impl.stop || impl.draining.load()) return Unavailable("the engine is shutting down");
+    if (impl.stop || impl.draining.load()) {
+      why = RejectReason::kUnavailable;
+      return Unavailable("the engine is shutting down");
+    }
     auto it = impl.models.find(request.model);
     if (it == impl.models.end() || it->second.info.state != ModelState::kReady) {
+      why = RejectReason::kUnknownModel;
       return NotFound("model '" + request.model + "' is not loaded");
+    }
+    if (Status fits = impl.CheckPromptFits(request, it->second); !fits.ok()) {
+      why = RejectReason::kPromptTooLong;
+      return fits;
     }
     DF11_RETURN_IF_ERROR(impl.Validate(request, it->second));
     tokenizer = it->second.tokenizer;
     if (impl.counters.waiting.load() >= impl.options.max_waiting) {
       impl.rejected_queue_full.fetch_add(1);
+      why = RejectReason::kQueueFull;
       return ResourceExhausted("too many waiting requests (" + std::to_string(impl.options.max_waiting) +
                                "); retry later");
     }
     impl.counters.waiting.fetch_add(1);
     impl.counters.in_flight.fetch_add(1);
   }
+  why = RejectReason::kNone;
   const RequestId id = impl.next_id.fetch_add(1);
   EngineCommand submit;
   submit.kind = EngineCommand::Kind::kSubmit;

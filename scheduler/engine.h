@@ -56,7 +56,19 @@ struct GenerateRequest {
   int32_t priority = 0;                   // higher first among waiting requests of one model
   std::optional<Clock::time_point> deadline;  // past it: finish with kDeadline
   std::string client_request_id;              // echoed in logs, opaque to the engine
+  bool warmup = false;  // the server's own warm-up request: left out of request and token metrics
 };
+
+// Why Submit refused a request, for metrics labels (the Status says it to the client).
+enum class RejectReason {
+  kNone,
+  kInvalid,        // a field out of range (INVALID_ARGUMENT)
+  kPromptTooLong,  // the prompt does not fit the model's context or KV cache (INVALID_ARGUMENT)
+  kQueueFull,      // max_waiting reached (RESOURCE_EXHAUSTED, retryable)
+  kUnavailable,    // draining or shutting down (UNAVAILABLE)
+  kUnknownModel,   // NOT_FOUND
+};
+const char* RejectReasonName(RejectReason reason);  // "invalid", "too_long", "queue_full", ...
 
 struct TokenLogprob {
   int32_t token = 0;
@@ -102,6 +114,17 @@ struct ModelSpec {
   double weight = 1.0;     // fairness weight between models with pending work (> 0)
   int64_t max_seqs = 0;    // 0 = EngineOptions::max_seqs
 };
+
+// Bounds of the ModelSpec fields (docs/api.md, "Configuration").
+inline constexpr double kMaxModelShare = 1e6;          // kv_share and weight: (0, 1e6]
+inline constexpr int64_t kMaxModelSeqs = 1000000;      // max_seqs: [0, 1e6]
+inline constexpr int64_t kMaxKvMinBlocks = int64_t{1} << 40;
+inline constexpr size_t kMaxModelNameBytes = 128;
+// The one check of a ModelSpec, used by the config file, the Admin service and LoadModel:
+// INVALID_ARGUMENT whose message starts with the field name ("kv_share: must be in (0, 1e6], got
+// inf"). A name is 1-128 bytes of printable ASCII without spaces; a path is non-empty without
+// control characters.
+Status ValidateModelSpec(const ModelSpec& spec);
 
 struct EngineOptions {
   Device device = Device::kCpu;
@@ -172,6 +195,7 @@ struct RequestRecord {
   RequestUsage usage;
   RequestTimings timings;
   std::vector<double> inter_token_seconds;  // gaps between consecutive generated tokens
+  bool warmup = false;                      // GenerateRequest::warmup
 };
 struct EngineObserver {
   std::function<void(const StepRecord&)> on_step;
@@ -196,7 +220,8 @@ class Engine {
   // NOT_FOUND (model), INVALID_ARGUMENT (empty prompt, token out of vocab, prompt + 1 longer than
   // the model's max positions, bad sampling params), RESOURCE_EXHAUSTED (waiting queue full;
   // retryable), UNAVAILABLE (shutting down). On success `sink` receives events until a final one.
-  StatusOr<RequestId> Submit(GenerateRequest request, EventSink sink);
+  // `reason`, when given, is set to why a request was refused (kNone on success).
+  StatusOr<RequestId> Submit(GenerateRequest request, EventSink sink, RejectReason* reason = nullptr);
   // Ends a request in the next step with kCancelled and frees its blocks. Unknown ids are ignored.
   void Cancel(RequestId id);
 

@@ -48,12 +48,18 @@ struct Engine::Impl {
 
   // engine.cc
   Status Validate(const GenerateRequest& request, const RegisteredModel& model) const;
+  // INVALID_ARGUMENT when prompt + 1 exceeds the model's positions or its KV cache.
+  Status CheckPromptFits(const GenerateRequest& request, const RegisteredModel& model) const;
   StatusOr<std::map<std::string, int64_t>> KvTargets(const std::vector<const RegisteredModel*>& models) const;
   void Post(EngineCommand command);
+  // Bytes a new model's weights + decode scratch may take: what max_model_bytes leaves after the
+  // loaded models' weights, else (CUDA) the device's free memory; 0 = no limit known.
+  uint64_t ResidentBudget() const;
 
   // engine_loop.cc
   void Run();
   void Apply(EngineCommand& command);
+  void StepGuarded(ModelSlot& slot);
   void Rebalance();
   void Publish();
   bool AnyWork() const;

@@ -3,6 +3,8 @@
 // step of it. Sleeps only when no model has work (waking at least every 10 ms while requests are
 // in flight, for deadlines and deferred KV allocations).
 #include <chrono>
+#include <exception>
+#include <new>
 
 #include "scheduler/engine_impl.h"
 
@@ -47,11 +49,26 @@ void Engine::Impl::Run() {
     for (const auto& s : slots) has_work.push_back(s->HasWork());
     const int pick = picker.Pick(has_work);
     if (pick >= 0) {
-      slots[pick]->Step();
+      StepGuarded(*slots[pick]);
       picker.Charge(pick);
     }
     Publish();
   }
+}
+
+// A step that throws (out of memory, no thread for the sampler) ends that model's requests with
+// an error status instead of terminating the daemon; the other models keep serving.
+void Engine::Impl::StepGuarded(ModelSlot& slot) {
+  Status failed;
+  try {
+    slot.Step();
+    return;
+  } catch (const std::bad_alloc&) {
+    failed = ResourceExhausted("model '" + slot.name() + "': out of memory during a step");
+  } catch (const std::exception& e) {
+    failed = Internal("model '" + slot.name() + "': step failed: " + e.what());
+  }
+  slot.FinishAll(FinishReason::kError, failed);
 }
 
 void Engine::Impl::Apply(EngineCommand& c) {
@@ -79,7 +96,7 @@ void Engine::Impl::Apply(EngineCommand& c) {
       counters.waiting.fetch_sub(1);
       if (observer.on_request) {
         observer.on_request({c.model, event.id, c.sequence->request.client_request_id, event.finish_reason,
-                             event.status, {}, {}, {}});
+                             event.status, {}, {}, {}, c.sequence->request.warmup});
       }
       counters.in_flight.fetch_sub(1);
       c.sequence->sink(std::move(event));
@@ -126,7 +143,7 @@ void Engine::Impl::Rebalance() {
       for (const auto& t : slots) allocated += bytes_of(*t, t->kv_blocks());
       if (!st.ok()) {
         // The model keeps no cache: its requests cannot run; end them with the reason.
-        s->FinishAll(FinishReason::kError, Status(st.code(), s->name() + ": KV cache: " + st.message()));
+        s->FinishAll(FinishReason::kError, Status(st.code(), "model '" + s->name() + "': " + st.message()));
       }
     }
   }

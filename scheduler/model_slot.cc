@@ -55,6 +55,9 @@ void ModelSlot::Sweep(Clock::time_point now) {
       Sequence& s = *(*list)[i];
       std::optional<FinishReason> reason = s.pending_finish;
       Status status;
+      // A cancel that comes once the deadline has passed is the client's deadline firing (gRPC
+      // cancels the call then): count it as a deadline, not as a cancellation.
+      if (reason == FinishReason::kCancelled && s.request.deadline && now >= *s.request.deadline) reason.reset();
       if (!reason && s.request.deadline && now >= *s.request.deadline) {
         reason = FinishReason::kDeadline;
         status = Status(StatusCode::kDeadlineExceeded, "request deadline passed");
@@ -105,7 +108,7 @@ void ModelSlot::Finish(std::unique_ptr<Sequence> seq, FinishReason reason, const
   seq->Finalize(now, event);
   if (observer_.on_request) {
     RequestRecord record{spec_.name, seq->id, seq->request.client_request_id, reason, status,
-                         event.usage, event.timings, seq->inter_token_seconds};
+                         event.usage, event.timings, seq->inter_token_seconds, seq->request.warmup};
     observer_.on_request(record);
   }
   counters_.in_flight.fetch_sub(1);  // before the final event, so a client that saw it sees the count
@@ -179,8 +182,10 @@ void ModelSlot::Admit(Sequence& seq, int64_t new_blocks) {
     seq.admitted_once = true;
     counters_.waiting.fetch_sub(1);
     seq.usage.cached_prompt_tokens = std::min(seq.computed, seq.prompt_len);
-    stats_.prefix_cache_hit_tokens_total += seq.usage.cached_prompt_tokens;
-    stats_.prompt_tokens_total += seq.prompt_len;
+    if (!seq.request.warmup) {
+      stats_.prefix_cache_hit_tokens_total += seq.usage.cached_prompt_tokens;
+      stats_.prompt_tokens_total += seq.prompt_len;
+    }
   }
   if (!seq.scheduled_once) {
     seq.scheduled_once = true;
@@ -350,7 +355,7 @@ void ModelSlot::ProcessOutputs(const std::vector<Scheduled>& batch, const StepOu
     RequestEvent event;
     event.id = seq.id;
     const FinishReason reason = seq.Append(*sample, rules_, now, event);
-    stats_.generated_tokens_total += 1;
+    if (!seq.request.warmup) stats_.generated_tokens_total += 1;
     if (reason != FinishReason::kNone) {
       // The final event carries this token too: send the delta first, then the final event.
       finished_seqs.push_back(&seq);

@@ -38,6 +38,8 @@ if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
     [ -x "$f" ] || continue
     name=$(basename "$f")
     corpus=$(mktemp -d)
+    # Real inputs as seeds where the format is structured (JSON configs).
+    [ "$name" = fuzz_model_config ] && cp tests/fixtures/configs/*.json "$corpus"/
     echo "-- $name"
     "$f" "$corpus" -max_total_time="${FUZZ_SECONDS:-30}" -rss_limit_mb=2048 -max_len=65536 -print_final_stats=0 \
       >"build-fuzz/$name.log" 2>&1 || { tail -40 "build-fuzz/$name.log"; exit 1; }

@@ -4,14 +4,29 @@
 namespace df11::server {
 namespace {
 
-// Counts a refusal by reason and passes the status through.
-Status Rejected(ServiceContext& ctx, const std::string& model, const Status& status) {
-  const char* reason = status.code() == StatusCode::kResourceExhausted ? "queue_full"
-                       : status.message().find("long") != std::string::npos ? "too_long"
-                       : status.code() == StatusCode::kInvalidArgument ? "invalid"
-                                                                        : "other";
-  if (status.code() != StatusCode::kNotFound) RecordRejected(ctx, model, reason);
-  return status;
+// Key, draining, translation, prompt, Engine::Submit; `reason` says why a request was refused.
+Status AdmitChecked(ServiceContext& ctx, const pb::GenerateRequest& request, std::optional<std::string_view> authorization,
+                    std::optional<Clock::time_point> deadline, EventSink& sink, RejectReason* reason, Admitted* out) {
+  if (Status auth = ctx.keys->CheckBearer(authorization, /*admin=*/false); !auth.ok()) {
+    RecordRejected(ctx, request.model(), "unauthenticated");
+    *reason = RejectReason::kNone;  // counted here
+    return auth;
+  }
+  if (ctx.draining.load()) {
+    *reason = RejectReason::kUnavailable;
+    return Unavailable("server is draining; retry on another replica");
+  }
+  DF11_ASSIGN_OR_RETURN(GenerateRequest engine_request, TranslateGenerateRequest(request));
+  auto sources = ctx.resources->Get(request.model());
+  if (!sources.ok()) *reason = RejectReason::kUnknownModel;
+  DF11_RETURN_IF_ERROR(sources.status());
+  *reason = RejectReason::kInvalid;
+  DF11_ASSIGN_OR_RETURN(engine_request.prompt_tokens, BuildPrompt(request, *sources));
+  engine_request.deadline = deadline;
+  out->prompt_tokens = static_cast<int64_t>(engine_request.prompt_tokens.size());
+  out->sources = *sources;
+  DF11_ASSIGN_OR_RETURN(out->id, ctx.engine->Submit(std::move(engine_request), std::move(sink), reason));
+  return Status();
 }
 
 }  // namespace
@@ -19,27 +34,15 @@ Status Rejected(ServiceContext& ctx, const std::string& model, const Status& sta
 StatusOr<Admitted> AdmitGenerate(ServiceContext& ctx, const pb::GenerateRequest& request,
                                  std::optional<std::string_view> authorization,
                                  std::optional<Clock::time_point> deadline, EventSink sink) {
-  if (Status auth = ctx.keys->CheckBearer(authorization, /*admin=*/false); !auth.ok()) {
-    RecordRejected(ctx, request.model(), "unauthenticated");
-    return auth;
-  }
-  if (ctx.draining.load()) return Unavailable("server is draining; retry on another replica");
-  auto translated = TranslateGenerateRequest(request);
-  if (!translated.ok()) return Rejected(ctx, request.model(), translated.status());
-  GenerateRequest engine_request = std::move(translated).value();
-  auto sources = ctx.resources->Get(request.model());
-  if (!sources.ok()) return Rejected(ctx, request.model(), sources.status());
-  auto prompt = BuildPrompt(request, *sources);
-  if (!prompt.ok()) return Rejected(ctx, request.model(), prompt.status());
-  engine_request.prompt_tokens = std::move(prompt).value();
-  engine_request.deadline = deadline;
+  RejectReason reason = RejectReason::kInvalid;
   Admitted admitted;
-  admitted.prompt_tokens = static_cast<int64_t>(engine_request.prompt_tokens.size());
-  admitted.sources = *sources;
-  auto id = ctx.engine->Submit(std::move(engine_request), std::move(sink));
-  if (!id.ok()) return Rejected(ctx, request.model(), id.status());
-  admitted.id = *id;
-  return admitted;
+  Status status = GuardExceptions(
+      [&] { return AdmitChecked(ctx, request, authorization, deadline, sink, &reason, &admitted); });
+  if (status.ok()) return admitted;
+  if (reason != RejectReason::kUnknownModel && reason != RejectReason::kNone) {
+    RecordRejected(ctx, request.model(), RejectReasonName(reason));
+  }
+  return status;
 }
 
 }  // namespace df11::server

@@ -1,6 +1,7 @@
 // df11d flags, environment variables and the models config file (see config.h).
 #include "server/config.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -50,14 +51,15 @@ StatusOr<ModelSpec> ParseModelEntry(const nlohmann::json& m, const std::string& 
   DF11_RETURN_IF_ERROR(get_number("weight", &weight, false));
   DF11_RETURN_IF_ERROR(get_number("max_seqs", &max_seqs, true));
   DF11_RETURN_IF_ERROR(get_number("kv_min_blocks", &kv_min_blocks, true));
-  if (!(kv_share > 0 && kv_share < 1e6)) return InvalidArgument(where + ".kv_share: must be > 0");
-  if (!(weight > 0 && weight < 1e6)) return InvalidArgument(where + ".weight: must be > 0");
-  if (max_seqs < 0 || max_seqs > 1e6) return InvalidArgument(where + ".max_seqs: must be in [0, 1000000]");
-  if (kv_min_blocks < 0 || kv_min_blocks > 1e12) return InvalidArgument(where + ".kv_min_blocks: must be >= 0");
+  // Range checks happen in ValidateModelSpec; here only what a double cannot hold as an int64.
+  if (std::fabs(max_seqs) > 9e15 || std::fabs(kv_min_blocks) > 9e15) {
+    return InvalidArgument(where + (std::fabs(max_seqs) > 9e15 ? ".max_seqs" : ".kv_min_blocks") + ": out of range");
+  }
   spec.kv_share = kv_share;
   spec.weight = weight;
   spec.max_seqs = static_cast<int64_t>(max_seqs);
   spec.kv_min_blocks = static_cast<int64_t>(kv_min_blocks);
+  if (Status valid = ValidateModelSpec(spec); !valid.ok()) return InvalidArgument(where + "." + valid.message());
   return spec;
 }
 
@@ -164,6 +166,7 @@ Status FinishConfig(ServerConfig& c) {
     ModelSpec spec;
     spec.name = flag.substr(0, eq);
     spec.path = flag.substr(eq + 1);
+    if (Status valid = ValidateModelSpec(spec); !valid.ok()) return InvalidArgument("--model " + flag + ": " + valid.message());
     for (const auto& m : c.models) {
       if (m.name == spec.name) return InvalidArgument("--model: duplicate model name '" + spec.name + "'");
     }

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "server/admission.h"
+#include "server/raw_message.h"
 #include "server/request_log.h"
 
 namespace df11::server {
@@ -21,9 +22,12 @@ struct StreamState {
   bool finish_called = false;
   std::optional<grpc::Status> finish_status;  // set once: the status the call will end with
   RequestLine log;                            // completed by the final event
+  bool final_event_seen = false;              // log.usage/timings come from the engine
+  int64_t streamed_tokens = 0;                // token ids queued for the client so far
+  Clock::time_point started = Clock::now();
 };
 
-class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
+class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   GenerateReactor(ServiceContext& ctx, grpc::CallbackServerContext* call) : ctx_(ctx), call_(call) {
     state_ = std::make_shared<StreamState>();
@@ -31,8 +35,10 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
     state_->log.peer = call->peer();
   }
 
-  void Start(const pb::GenerateRequest& request) {
-    grpc::Status rejected = Submit(request);
+  void Start(const grpc::ByteBuffer* bytes) {
+    pb::GenerateRequest request;
+    Status parsed = GuardExceptions([&] { return ParseRequest(ctx_, call_, "Generate", bytes, &request); });
+    grpc::Status rejected = parsed.ok() ? Submit(request) : ToGrpc(parsed);
     if (!rejected.ok()) EndWith(state_, rejected);
   }
 
@@ -51,7 +57,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
 
   void OnCancel() override {
     CancelEngineRequest();
-    EndWith(state_, grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client or its deadline"));
+    EndWith(state_, CancelStatus());
   }
 
   void OnDone() override {
@@ -62,6 +68,13 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
       state_->reactor = nullptr;
       line = state_->log;
       status = state_->finish_status.value_or(grpc::Status::OK);
+      if (!state_->final_event_seen && state_->log.id != 0) {
+        // Ended before the engine's final event (cancel, deadline, drain): log what was streamed.
+        line.usage.generated_tokens = state_->streamed_tokens;
+        line.timings.total_seconds = std::chrono::duration<double>(Clock::now() - state_->started).count();
+        line.finish_reason = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? FinishReason::kDeadline
+                                                                                       : FinishReason::kCancelled;
+      }
     }
     line.code = status.error_code();
     line.message = status.error_message();
@@ -74,7 +87,15 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
   static void OnEvent(const std::shared_ptr<StreamState>& state, RequestEvent&& event) {
     {
       std::lock_guard<std::mutex> lock(state->mu);
+      if (event.finished && state->reactor != nullptr) {
+        // The log line wants the engine's counts even when the call already ended (cancel).
+        state->final_event_seen = true;
+        state->log.finish_reason = event.finish_reason;
+        state->log.usage = event.usage;
+        state->log.timings = event.timings;
+      }
       if (state->finish_called || state->finish_status) return;
+      state->streamed_tokens += static_cast<int64_t>(event.token_ids.size());
       if (!event.finished || event.finish_reason == FinishReason::kStop || event.finish_reason == FinishReason::kLength ||
           event.finish_reason == FinishReason::kEos) {
         pb::GenerateResponse message;
@@ -91,17 +112,13 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
           waiting.MergeFrom(message);
         }
       }
-      if (event.finished) {
-        state->finish_status = FinalStatus(event);
-        state->log.finish_reason = event.finish_reason;
-        state->log.usage = event.usage;
-        state->log.timings = event.timings;
-      }
+      if (event.finished) state->finish_status = FinalStatus(event);
     }
     Pump(state);
   }
 
  private:
+  // Why a request was refused, as the rejection counter labels it.
   grpc::Status Submit(const pb::GenerateRequest& request) {
     state_->log.model = request.model();
     state_->log.client_request_id = request.request_id().substr(0, kMaxRequestIdBytes);
@@ -118,11 +135,23 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
       std::lock_guard<std::mutex> lock(state_->mu);
       request_id_ = admitted->id;
       state_->log.id = admitted->id;
-      state_->log.usage.prompt_tokens = admitted->prompt_tokens;
+      if (state_->log.usage.prompt_tokens == 0) state_->log.usage.prompt_tokens = admitted->prompt_tokens;
       cancelled_meanwhile = state_->finish_status.has_value();
     }
     if (cancelled_meanwhile) ctx_.engine->Cancel(admitted->id);
     return grpc::Status::OK;
+  }
+
+  // The status of a call that gRPC cancelled: its deadline passed, the server shut down (drain
+  // grace expired), or the client cancelled.
+  grpc::Status CancelStatus() const {
+    if (ctx_.draining.load()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server shut down before the request finished");
+    }
+    if (call_->deadline() <= std::chrono::system_clock::now()) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the client's deadline passed");
+    }
+    return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
   }
 
   grpc::Status Retryable(const Status& status) {
@@ -160,7 +189,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
       if (state->reactor == nullptr || state->finish_called || state->write_in_flight) return;
       reactor = state->reactor;
       if (!state->queue.empty()) {
-        reactor->current_ = std::move(state->queue.front());
+        // A message that cannot be serialized is dropped (cannot happen for our own messages).
+        (void)SerializeResponse(state->queue.front(), &reactor->current_);
         state->queue.pop_front();
         state->write_in_flight = true;
       } else if (state->finish_status) {
@@ -182,15 +212,15 @@ class GenerateReactor : public grpc::ServerWriteReactor<pb::GenerateResponse> {
   grpc::CallbackServerContext* call_;
   std::shared_ptr<StreamState> state_;
   std::optional<RequestId> request_id_;  // guarded by state_->mu
-  pb::GenerateResponse current_;         // the message being written
+  grpc::ByteBuffer current_;             // the serialized message being written
 };
 
 }  // namespace
 
-grpc::ServerWriteReactor<pb::GenerateResponse>* StartGenerate(ServiceContext& ctx, grpc::CallbackServerContext* call,
-                                                              const pb::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* StartGenerate(ServiceContext& ctx, grpc::CallbackServerContext* call,
+                                                          const grpc::ByteBuffer* request) {
   auto* reactor = new GenerateReactor(ctx, call);
-  reactor->Start(*request);
+  reactor->Start(request);
   return reactor;
 }
 

@@ -19,8 +19,10 @@
 
 namespace df11::server {
 
-// Creates the reactor for one call (it starts work immediately and owns itself).
-grpc::ServerWriteReactor<pb::GenerateResponse>* StartGenerate(ServiceContext& ctx, grpc::CallbackServerContext* call,
-                                                              const pb::GenerateRequest* request);
+// Creates the reactor for one call (it starts work immediately and owns itself). `request` is the
+// raw GenerateRequest (parsed here: bad bytes end the call with INVALID_ARGUMENT); responses are
+// serialized GenerateResponse messages.
+grpc::ServerWriteReactor<grpc::ByteBuffer>* StartGenerate(ServiceContext& ctx, grpc::CallbackServerContext* call,
+                                                          const grpc::ByteBuffer* request);
 
 }  // namespace df11::server

@@ -4,18 +4,25 @@
 #include <future>
 
 #include "server/generate_reactor.h"
+#include "server/raw_message.h"
 #include "server/request_log.h"
 
 namespace df11::server {
 
 // ---- Generation -------------------------------------------------------------------------------
 
-Status GenerationService::Authenticate(grpc::CallbackServerContext* call) {
-  return ctx_.keys->Check(call->client_metadata(), /*admin=*/false);
-}
-
-grpc::ServerUnaryReactor* GenerationService::Reply(grpc::CallbackServerContext* call, const char* method,
-                                                   const Status& status) {
+template <typename Req, typename Resp>
+grpc::ServerUnaryReactor* GenerationService::Unary(grpc::CallbackServerContext* call, const char* method,
+                                                   const Raw* in, Raw* out,
+                                                   const std::function<Status(const Req&, Resp*)>& handle) {
+  Status status = GuardExceptions([&]() -> Status {
+    DF11_RETURN_IF_ERROR(ctx_.keys->Check(call->client_metadata(), /*admin=*/false));
+    Req request;
+    DF11_RETURN_IF_ERROR(ParseRequest(ctx_, call, method, in, &request));
+    Resp response;
+    DF11_RETURN_IF_ERROR(handle(request, &response));
+    return SerializeResponse(response, out);
+  });
   grpc::Status g = ToGrpc(status);
   RecordRpc(ctx_, method, g.error_code());
   auto* reactor = call->DefaultReactor();
@@ -23,27 +30,25 @@ grpc::ServerUnaryReactor* GenerationService::Reply(grpc::CallbackServerContext* 
   return reactor;
 }
 
-grpc::ServerWriteReactor<pb::GenerateResponse>* GenerationService::Generate(grpc::CallbackServerContext* call,
-                                                                            const pb::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(grpc::CallbackServerContext* call,
+                                                                        const Raw* request) {
   return StartGenerate(ctx_, call, request);
 }
 
-grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* call,
-                                                      const pb::TokenizeRequest* request,
-                                                      pb::TokenizeResponse* response) {
-  auto run = [&]() -> Status {
-    DF11_RETURN_IF_ERROR(Authenticate(call));
-    if (request->model().empty()) return InvalidArgument("model: required");
-    DF11_ASSIGN_OR_RETURN(PromptSources sources, ctx_.resources->Get(request->model()));
-    if (!sources.tokenizer) return FailedPrecondition("model '" + request->model() + "' has no tokenizer");
+grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* call, const Raw* in, Raw* out) {
+  std::function<Status(const pb::TokenizeRequest&, pb::TokenizeResponse*)> handle =
+      [this](const pb::TokenizeRequest& request, pb::TokenizeResponse* response) -> Status {
+    if (request.model().empty()) return InvalidArgument("model: required");
+    DF11_ASSIGN_OR_RETURN(PromptSources sources, ctx_.resources->Get(request.model()));
+    if (!sources.tokenizer) return FailedPrecondition("model '" + request.model() + "' has no tokenizer");
     std::vector<int32_t> ids;
-    if (request->input_case() == pb::TokenizeRequest::kText) {
-      DF11_RETURN_IF_ERROR(CheckUtf8(request->text(), "text"));
-      bool special = request->has_add_special_tokens() ? request->add_special_tokens() : true;
-      DF11_ASSIGN_OR_RETURN(ids, sources.tokenizer->Encode(request->text(), special));
-    } else if (request->input_case() == pb::TokenizeRequest::kChat) {
-      if (!sources.chat_template) return FailedPrecondition("model '" + request->model() + "' has no chat template");
-      DF11_ASSIGN_OR_RETURN(std::string text, RenderChat(request->chat(), *sources.chat_template));
+    if (request.input_case() == pb::TokenizeRequest::kText) {
+      DF11_RETURN_IF_ERROR(CheckUtf8(request.text(), "text"));
+      bool special = request.has_add_special_tokens() ? request.add_special_tokens() : true;
+      DF11_ASSIGN_OR_RETURN(ids, sources.tokenizer->Encode(request.text(), special));
+    } else if (request.input_case() == pb::TokenizeRequest::kChat) {
+      if (!sources.chat_template) return FailedPrecondition("model '" + request.model() + "' has no chat template");
+      DF11_ASSIGN_OR_RETURN(std::string text, RenderChat(request.chat(), *sources.chat_template));
       DF11_ASSIGN_OR_RETURN(ids, sources.tokenizer->Encode(text, /*add_special_tokens=*/false));
     } else {
       return InvalidArgument("input: one of text or chat is required");
@@ -51,64 +56,57 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
     for (int32_t id : ids) response->add_ids(id);
     return Status();
   };
-  return Reply(call, "Tokenize", run());
+  return Unary(call, "Tokenize", in, out, handle);
 }
 
-grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* call,
-                                                        const pb::DetokenizeRequest* request,
-                                                        pb::DetokenizeResponse* response) {
-  auto run = [&]() -> Status {
-    DF11_RETURN_IF_ERROR(Authenticate(call));
-    if (request->model().empty()) return InvalidArgument("model: required");
-    DF11_ASSIGN_OR_RETURN(PromptSources sources, ctx_.resources->Get(request->model()));
-    if (!sources.tokenizer) return FailedPrecondition("model '" + request->model() + "' has no tokenizer");
+grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* call, const Raw* in, Raw* out) {
+  std::function<Status(const pb::DetokenizeRequest&, pb::DetokenizeResponse*)> handle =
+      [this](const pb::DetokenizeRequest& request, pb::DetokenizeResponse* response) -> Status {
+    if (request.model().empty()) return InvalidArgument("model: required");
+    DF11_ASSIGN_OR_RETURN(PromptSources sources, ctx_.resources->Get(request.model()));
+    if (!sources.tokenizer) return FailedPrecondition("model '" + request.model() + "' has no tokenizer");
     const int64_t vocab = sources.tokenizer->vocab_size();
-    for (int i = 0; i < request->ids_size(); ++i) {
-      if (request->ids(i) < 0 || request->ids(i) >= vocab) {
-        return InvalidArgument("ids[" + std::to_string(i) + "]: " + std::to_string(request->ids(i)) +
+    for (int i = 0; i < request.ids_size(); ++i) {
+      if (request.ids(i) < 0 || request.ids(i) >= vocab) {
+        return InvalidArgument("ids[" + std::to_string(i) + "]: " + std::to_string(request.ids(i)) +
                                " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
       }
     }
-    std::vector<int32_t> ids(request->ids().begin(), request->ids().end());
-    bool skip = request->has_skip_special_tokens() ? request->skip_special_tokens() : true;
+    std::vector<int32_t> ids(request.ids().begin(), request.ids().end());
+    bool skip = request.has_skip_special_tokens() ? request.skip_special_tokens() : true;
     response->set_text(sources.tokenizer->Decode(ids, skip));
     return Status();
   };
-  return Reply(call, "Detokenize", run());
+  return Unary(call, "Detokenize", in, out, handle);
 }
 
-grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* call,
-                                                        const pb::ListModelsRequest*,
-                                                        pb::ListModelsResponse* response) {
-  Status status = Authenticate(call);
-  if (status.ok()) {
+grpc::ServerUnaryReactor* GenerationService::ListModels(grpc::CallbackServerContext* call, const Raw* in, Raw* out) {
+  std::function<Status(const pb::ListModelsRequest&, pb::ListModelsResponse*)> handle =
+      [this](const pb::ListModelsRequest&, pb::ListModelsResponse* response) -> Status {
     for (const auto& info : ctx_.engine->Models()) FillModelInfo(info, response->add_models());
-  }
-  return Reply(call, "ListModels", status);
+    return Status();
+  };
+  return Unary(call, "ListModels", in, out, handle);
 }
 
-grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* call,
-                                                          const pb::GetModelInfoRequest* request,
-                                                          pb::ModelInfo* response) {
-  auto run = [&]() -> Status {
-    DF11_RETURN_IF_ERROR(Authenticate(call));
-    if (request->model().empty()) return InvalidArgument("model: required");
+grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerContext* call, const Raw* in, Raw* out) {
+  std::function<Status(const pb::GetModelInfoRequest&, pb::ModelInfo*)> handle =
+      [this](const pb::GetModelInfoRequest& request, pb::ModelInfo* response) -> Status {
+    if (request.model().empty()) return InvalidArgument("model: required");
     for (const auto& info : ctx_.engine->Models()) {
-      if (info.name == request->model()) {
+      if (info.name == request.model()) {
         FillModelInfo(info, response);
         return Status();
       }
     }
-    return NotFound("model '" + request->model() + "' is not loaded (see ListModels)");
+    return NotFound("model '" + request.model() + "' is not loaded (see ListModels)");
   };
-  return Reply(call, "GetModelInfo", run());
+  return Unary(call, "GetModelInfo", in, out, handle);
 }
 
-grpc::ServerUnaryReactor* GenerationService::GetLoadReport(grpc::CallbackServerContext* call,
-                                                           const pb::GetLoadReportRequest*,
-                                                           pb::LoadReport* response) {
-  Status status = Authenticate(call);
-  if (status.ok()) {
+grpc::ServerUnaryReactor* GenerationService::GetLoadReport(grpc::CallbackServerContext* call, const Raw* in, Raw* out) {
+  std::function<Status(const pb::GetLoadReportRequest&, pb::LoadReport*)> handle =
+      [this](const pb::GetLoadReportRequest&, pb::LoadReport* response) -> Status {
     for (const auto& m : ctx_.engine->Stats().models) {
       auto* o = response->add_models();
       o->set_name(m.name);
@@ -120,8 +118,9 @@ grpc::ServerUnaryReactor* GenerationService::GetLoadReport(grpc::CallbackServerC
     }
     response->set_in_flight(ctx_.engine->InFlight());
     response->set_draining(ctx_.draining.load());
-  }
-  return Reply(call, "GetLoadReport", status);
+    return Status();
+  };
+  return Unary(call, "GetLoadReport", in, out, handle);
 }
 
 // ---- Admin ------------------------------------------------------------------------------------
@@ -140,6 +139,7 @@ Status LoadAndWarm(ServiceContext& ctx, const ModelSpec& spec, int64_t warmup_to
     warm.max_tokens = warmup_tokens;
     warm.ignore_eos = true;
     warm.client_request_id = "warmup";
+    warm.warmup = true;
     auto done = std::make_shared<std::promise<Status>>();
     auto id = ctx.engine->Submit(std::move(warm), [done](RequestEvent&& event) {
       if (event.finished) done->set_value(event.status);
@@ -147,7 +147,12 @@ Status LoadAndWarm(ServiceContext& ctx, const ModelSpec& spec, int64_t warmup_to
     Status warmed = id.ok() ? done->get_future().get() : id.status();
     if (!warmed.ok()) {
       LogEvent("error", "model_warmup_failed", {{"model", spec.name}, {"error", warmed.ToString()}});
-      return warmed;
+      // All or nothing: the model leaves no name, KV share or memory behind.
+      Status unloaded = ctx.engine->UnloadModel(spec.name);
+      ctx.resources->Forget(spec.name);
+      if (!unloaded.ok()) LogEvent("error", "model_unload_failed", {{"model", spec.name}, {"error", unloaded.ToString()}});
+      return Status(warmed.code(), "model '" + spec.name + "' failed its warm-up request and was unloaded: " +
+                                       warmed.message());
     }
   }
   if (ctx.set_model_serving) ctx.set_model_serving(spec.name, true);
@@ -166,71 +171,84 @@ Status LoadAndWarm(ServiceContext& ctx, const ModelSpec& spec, int64_t warmup_to
   return Status();
 }
 
-AdminService::~AdminService() {
-  std::vector<std::thread> workers;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    workers.swap(workers_);
-  }
-  for (auto& t : workers) t.join();
-}
-
-grpc::ServerUnaryReactor* AdminService::RunAsync(grpc::CallbackServerContext* call, const char* method,
-                                                 std::function<Status()> work) {
+template <typename Req>
+grpc::ServerUnaryReactor* AdminService::RunAsync(grpc::CallbackServerContext* call, const char* method, const Raw* in,
+                                                 const std::function<Status(const Req&)>& validate,
+                                                 const std::function<std::function<Status()>(const Req&)>& make_work) {
   auto* reactor = call->DefaultReactor();
-  Status auth = ctx_.keys->Check(call->client_metadata(), /*admin=*/true);
-  if (!auth.ok()) {
-    RecordRpc(ctx_, method, grpc::StatusCode::UNAUTHENTICATED);
-    reactor->Finish(ToGrpc(auth));
-    return reactor;
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  workers_.emplace_back([this, reactor, method, work = std::move(work)] {
-    grpc::Status status = ToGrpc(work());
-    RecordRpc(ctx_, method, status.error_code());
-    reactor->Finish(status);
+  auto finish = [this, reactor, method](const Status& status) {
+    grpc::Status g = ToGrpc(status);
+    RecordRpc(ctx_, method, g.error_code());
+    reactor->Finish(g);
+  };
+  Status checked = GuardExceptions([&]() -> Status {
+    DF11_RETURN_IF_ERROR(ctx_.keys->Check(call->client_metadata(), /*admin=*/true));
+    Req request;
+    DF11_RETURN_IF_ERROR(ParseRequest(ctx_, call, method, in, &request));
+    DF11_RETURN_IF_ERROR(validate(request));
+    if (ctx_.draining.load()) return Unavailable("server is draining");
+    return queue_.TryPost([finish, work = make_work(request)](bool run) {
+      finish(run ? GuardExceptions(work) : Unavailable("server shut down before the operation ran"));
+    });
   });
+  if (!checked.ok()) finish(checked);
   return reactor;
 }
 
-grpc::ServerUnaryReactor* AdminService::LoadModel(grpc::CallbackServerContext* call,
-                                                  const pb::LoadModelRequest* request,
-                                                  pb::LoadModelResponse* response) {
-  return RunAsync(call, "LoadModel", [this, request, response]() -> Status {
-    if (request->name().empty()) return InvalidArgument("name: required");
-    if (request->path().empty()) return InvalidArgument("path: required");
-    if (request->kv_share() < 0) return InvalidArgument("kv_share: must be > 0");
-    if (request->weight() < 0) return InvalidArgument("weight: must be > 0");
-    if (request->max_seqs() < 0) return InvalidArgument("max_seqs: must be >= 0");
-    if (ctx_.draining.load()) return Unavailable("server is draining");
-    ModelSpec spec;
-    spec.name = request->name();
-    spec.path = request->path();
-    if (request->kv_share() > 0) spec.kv_share = request->kv_share();
-    if (request->weight() > 0) spec.weight = request->weight();
-    spec.max_seqs = request->max_seqs();
-    DF11_RETURN_IF_ERROR(LoadAndWarm(ctx_, spec, ctx_.warmup_tokens));
-    for (const auto& info : ctx_.engine->Models()) {
-      if (info.name == spec.name) FillModelInfo(info, response->mutable_model());
-    }
-    return Status();
-  });
+namespace {
+
+// A LoadModelRequest as a ModelSpec (0 = the default for kv_share, weight and max_seqs).
+ModelSpec SpecOf(const pb::LoadModelRequest& request) {
+  ModelSpec spec;
+  spec.name = request.name();
+  spec.path = request.path();
+  if (request.kv_share() != 0) spec.kv_share = request.kv_share();
+  if (request.weight() != 0) spec.weight = request.weight();
+  spec.max_seqs = request.max_seqs();
+  return spec;
 }
 
-grpc::ServerUnaryReactor* AdminService::UnloadModel(grpc::CallbackServerContext* call,
-                                                    const pb::UnloadModelRequest* request,
-                                                    pb::UnloadModelResponse*) {
-  return RunAsync(call, "UnloadModel", [this, request]() -> Status {
-    if (request->name().empty()) return InvalidArgument("name: required");
-    bool known = false;
-    for (const auto& info : ctx_.engine->Models()) known |= info.name == request->name();
-    if (!known) return NotFound("model '" + request->name() + "' is not loaded");
-    if (ctx_.set_model_serving) ctx_.set_model_serving(request->name(), false);
-    Status status = ctx_.engine->UnloadModel(request->name());
-    ctx_.resources->Forget(request->name());
-    if (status.ok()) LogEvent("info", "model_unloaded", {{"model", request->name()}});
-    return status;
-  });
+}  // namespace
+
+grpc::ServerUnaryReactor* AdminService::LoadModel(grpc::CallbackServerContext* call, const Raw* in, Raw* out) {
+  // The same check as the config file's models (ValidateModelSpec), naming the request field.
+  std::function<Status(const pb::LoadModelRequest&)> validate = [](const pb::LoadModelRequest& request) {
+    return ValidateModelSpec(SpecOf(request));
+  };
+  std::function<std::function<Status()>(const pb::LoadModelRequest&)> make_work =
+      [this, out](const pb::LoadModelRequest& request) -> std::function<Status()> {
+    return [this, out, spec = SpecOf(request)]() -> Status {
+      DF11_RETURN_IF_ERROR(LoadAndWarm(ctx_, spec, ctx_.warmup_tokens));
+      pb::LoadModelResponse response;
+      for (const auto& info : ctx_.engine->Models()) {
+        if (info.name == spec.name) FillModelInfo(info, response.mutable_model());
+      }
+      return SerializeResponse(response, out);
+    };
+  };
+  return RunAsync(call, "LoadModel", in, validate, make_work);
+}
+
+grpc::ServerUnaryReactor* AdminService::UnloadModel(grpc::CallbackServerContext* call, const Raw* in, Raw* out) {
+  std::function<Status(const pb::UnloadModelRequest&)> validate = [this](const pb::UnloadModelRequest& request) {
+    if (request.name().empty()) return InvalidArgument("name: required");
+    for (const auto& info : ctx_.engine->Models()) {
+      if (info.name == request.name()) return Status();
+    }
+    return NotFound("model '" + request.name() + "' is not loaded");
+  };
+  std::function<std::function<Status()>(const pb::UnloadModelRequest&)> make_work =
+      [this, out](const pb::UnloadModelRequest& request) -> std::function<Status()> {
+    return [this, out, name = request.name()]() -> Status {
+      if (ctx_.set_model_serving) ctx_.set_model_serving(name, false);
+      Status status = ctx_.engine->UnloadModel(name);
+      ctx_.resources->Forget(name);
+      if (status.ok()) LogEvent("info", "model_unloaded", {{"model", name}});
+      DF11_RETURN_IF_ERROR(status);
+      return SerializeResponse(pb::UnloadModelResponse(), out);
+    };
+  };
+  return RunAsync(call, "UnloadModel", in, validate, make_work);
 }
 
 }  // namespace df11::server

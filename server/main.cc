@@ -6,10 +6,12 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <string_view>
 #include <thread>
 
 #include "server/config.h"
 #include "server/metrics.h"
+#include "server/raw_message.h"
 #include "server/request_log.h"
 #include "server/server.h"
 
@@ -29,6 +31,28 @@ int Fail(const df11::Status& status) {
   df11::server::LogEvent("error", "startup_failed", {{"error", status.ToString()}});
   std::fprintf(stderr, "df11d: %s\n", status.ToString().c_str());
   return 1;
+}
+
+// Secrets on the command line are visible to every user of the machine (ps, /proc); a client CA
+// without --tls-require-client-cert verifies certificates that clients send but accepts clients
+// that send none. Both are allowed, and said loudly at start.
+void WarnAboutRiskyFlags(const df11::server::ServerConfig& config, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    for (std::string_view flag : {"--api-key", "--admin-api-key"}) {
+      if (arg == flag || (arg.substr(0, flag.size()) == flag && arg.size() > flag.size() && arg[flag.size()] == '=')) {
+        df11::server::LogEvent("warn", "api_key_on_command_line",
+                               {{"flag", std::string(flag)},
+                                {"advice", "keys on the command line are visible in the process list; use "
+                                           "--api-keys-file / --admin-api-keys-file or DF11D_API_KEY / DF11D_ADMIN_API_KEY"}});
+      }
+    }
+  }
+  if (!config.tls_client_ca.empty() && !config.tls_require_client_cert) {
+    df11::server::LogEvent("warn", "tls_client_cert_optional",
+                           {{"advice", "--tls-client-ca without --tls-require-client-cert accepts clients that send no "
+                                       "certificate; add --tls-require-client-cert for mutual TLS"}});
+  }
 }
 
 }  // namespace
@@ -52,6 +76,8 @@ int main(int argc, char** argv) {
   }
   sigset_t stop_signals = BlockStopSignals();
   InitLogging(config.log_format, config.log_level);
+  RouteLibraryLogs();
+  WarnAboutRiskyFlags(config, argc, argv);
 
   std::unique_ptr<Metrics> metrics;
   if (!config.metrics_address.empty()) {

@@ -35,7 +35,8 @@ prometheus::Family<prometheus::Counter>* CounterFamily(prometheus::Registry& reg
 }
 
 bool KnownRejectReason(const std::string& reason) {
-  return reason == "queue_full" || reason == "too_long" || reason == "unauthenticated" || reason == "invalid";
+  return reason == "queue_full" || reason == "too_long" || reason == "unauthenticated" || reason == "invalid" ||
+         reason == "unavailable";
 }
 
 }  // namespace
@@ -99,6 +100,7 @@ void MetricsInstruments::OnStep(const StepRecord& step) {
 }
 
 void MetricsInstruments::OnRequest(const RequestRecord& request) {
+  if (request.warmup) return;  // the daemon's own warm-up is no client request (docs/metrics.md)
   ModelInstruments& m = ForModel(request.model);
   const RequestTimings& t = request.timings;
   m.request->Observe(t.total_seconds);

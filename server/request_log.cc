@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -38,6 +39,34 @@ void Emit(spdlog::level::level_enum level, nlohmann::ordered_json fields, const 
 
 }  // namespace
 
+std::string LogValue(std::string_view value) {
+  auto safe = [](unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("._-:/@+,'()[]").find(static_cast<char>(c)) != std::string_view::npos;
+  };
+  if (!value.empty() && std::all_of(value.begin(), value.end(), [&](char c) { return safe(static_cast<unsigned char>(c)); })) {
+    return std::string(value);
+  }
+  std::string out = "\"";
+  for (char ch : value) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c >= 0x7f) {
+          out += fmt::format("\\x{:02x}", c);
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
 void InitLogging(const std::string& format, const std::string& level) {
   auto logger = spdlog::stderr_logger_mt("df11d");
   g_json = format == "json";
@@ -68,11 +97,12 @@ void LogRequest(const RequestLine& r) {
   f["ttft_s"] = r.timings.first_token_seconds;
   f["total_s"] = r.timings.total_seconds;
   std::string text = fmt::format(
-      "request id={} request_id={:?} model={} peer={} status={} finish={} prompt_tokens={} cached={} "
+      "request id={} request_id={} model={} peer={} status={} finish={} prompt_tokens={} cached={} "
       "completion_tokens={} queue_s={:.4f} ttft_s={:.4f} total_s={:.4f}{}",
-      r.id, r.client_request_id, r.model, r.peer, GrpcCodeName(r.code), FinishReasonName(r.finish_reason),
-      r.usage.prompt_tokens, r.usage.cached_prompt_tokens, r.usage.generated_tokens, r.timings.queue_seconds,
-      r.timings.first_token_seconds, r.timings.total_seconds, r.message.empty() ? "" : " message=" + r.message);
+      r.id, LogValue(r.client_request_id), LogValue(r.model), LogValue(r.peer), GrpcCodeName(r.code),
+      FinishReasonName(r.finish_reason), r.usage.prompt_tokens, r.usage.cached_prompt_tokens, r.usage.generated_tokens,
+      r.timings.queue_seconds, r.timings.first_token_seconds, r.timings.total_seconds,
+      r.message.empty() ? "" : " message=" + LogValue(r.message));
   Emit(r.code == grpc::StatusCode::OK || r.code == grpc::StatusCode::CANCELLED ? spdlog::level::info : spdlog::level::warn,
        std::move(f), text);
 }
@@ -84,7 +114,7 @@ void LogEvent(const std::string& level, const std::string& event,
   std::string text = event;
   for (const auto& [k, v] : fields) {
     f[k] = v;
-    text += " " + k + "=" + v;
+    text += " " + k + "=" + LogValue(v);
   }
   Emit(LevelOf(level), std::move(f), text);
 }

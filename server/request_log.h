@@ -36,6 +36,12 @@ void LogRequest(const RequestLine& line);
 void LogEvent(const std::string& level, const std::string& event,
               const std::vector<std::pair<std::string, std::string>>& fields = {});
 
+// A value as the text log format writes it: as is when it is non-empty and only letters, digits
+// and ._-:/@+,'()[]; otherwise in double quotes with \" \\ \n \r \t and \xHH for every other
+// byte below 0x20 or from 0x7f (non-ASCII included). Client-controlled text can then neither start a
+// new line nor pose as another field.
+std::string LogValue(std::string_view value);
+
 // The gRPC name of a status code ("INVALID_ARGUMENT").
 const char* GrpcCodeName(grpc::StatusCode code);
 

@@ -1,6 +1,9 @@
 // Shared RPC-handler helpers (see service_context.h).
 #include "server/service_context.h"
 
+#include <new>
+#include <system_error>
+
 #include "server/metrics.h"
 
 namespace df11::server {
@@ -8,14 +11,15 @@ namespace df11::server {
 StatusOr<PromptSources> ModelResources::Get(const std::string& model) {
   std::string path;
   bool found = false;
+  PromptSources sources;
   for (const auto& info : engine_->Models()) {
     if (info.name == model && info.state == ModelState::kReady) {
       path = info.path;
+      sources.vocab_size = info.vocab_size;
       found = true;
     }
   }
   if (!found) return NotFound("model '" + model + "' is not loaded (see ListModels)");
-  PromptSources sources;
   sources.tokenizer = engine_->GetTokenizer(model);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = templates_.find(model);
@@ -44,6 +48,18 @@ void RecordRejected(ServiceContext& ctx, const std::string& model, const std::st
 
 void RecordHttp(ServiceContext& ctx, const std::string& route, int http_status) {
   if (ctx.metrics) ctx.metrics->OnHttpRequest(route, http_status);
+}
+
+Status GuardExceptions(const std::function<Status()>& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory while serving the request");
+  } catch (const std::system_error& e) {
+    return Unavailable(std::string("the server is out of a system resource: ") + e.what());
+  } catch (const std::exception& e) {
+    return Internal(std::string("unexpected error: ") + e.what());
+  }
 }
 
 std::optional<Clock::time_point> EngineDeadline(const grpc::CallbackServerContext& context) {

@@ -54,6 +54,11 @@ void RecordRejected(ServiceContext& ctx, const std::string& model, const std::st
 // One answered HTTP API request: `route` is one of the API's paths or "other".
 void RecordHttp(ServiceContext& ctx, const std::string& route, int http_status);
 
+// Runs `fn`, turning an exception into a status so that no request path can terminate the
+// daemon: std::bad_alloc -> RESOURCE_EXHAUSTED, std::system_error (e.g. no thread could be
+// started) -> UNAVAILABLE, anything else -> INTERNAL; each names what failed.
+Status GuardExceptions(const std::function<Status()>& fn);
+
 // The client's deadline as the engine's clock, if it set one.
 std::optional<Clock::time_point> EngineDeadline(const grpc::CallbackServerContext& context);
 

@@ -114,6 +114,13 @@ StatusOr<std::vector<int32_t>> BuildPrompt(const pb::GenerateRequest& request, c
   switch (request.input_case()) {
     case pb::GenerateRequest::kTokens: {
       if (request.tokens().ids_size() == 0) return Invalid("tokens.ids", "at least one token id is required");
+      for (int i = 0; i < request.tokens().ids_size(); ++i) {
+        const int32_t id = request.tokens().ids(i);
+        if (sources.vocab_size > 0 && (id < 0 || id >= sources.vocab_size)) {
+          return Invalid("tokens.ids[" + std::to_string(i) + "]", std::to_string(id) + " is outside the vocabulary [0, " +
+                                                                      std::to_string(sources.vocab_size) + ")");
+        }
+      }
       return std::vector<int32_t>(request.tokens().ids().begin(), request.tokens().ids().end());
     }
     case pb::GenerateRequest::kText: {

@@ -35,6 +35,7 @@ grpc::Status ToGrpc(const Status& status);
 struct PromptSources {
   std::shared_ptr<const Tokenizer> tokenizer;
   std::shared_ptr<const ChatTemplate> chat_template;
+  int64_t vocab_size = 0;  // the model's; token ids are checked against it (0 = unchecked)
 };
 
 // INVALID_ARGUMENT naming the field and byte offset when `bytes` is not valid UTF-8.

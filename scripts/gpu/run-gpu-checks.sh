@@ -13,7 +13,8 @@
 # compute-sanitizer on the decoder tests, decode benchmark, a Qwen3-8B-shaped random model
 # (BF16 + DF11, 16 cores), model_step_bench. Logs and JSON end up in $OUT/gpu-results.tgz
 # (default OUT ./out), model_step_bench.json also loose beside it.
-# Environment: RUN_DECODE_BENCH=1 adds the DF11 decoder benchmark and memcheck of the decoder
+# Environment: SKIP_BENCH=1 stops after the tests and memcheck (no 8B models, no benchmarks: for
+# changes that touch loading or validation, not the step); RUN_DECODE_BENCH=1 adds the DF11 decoder benchmark and memcheck of the decoder
 # tests (unchanged code, ~2 min); WORK (default /tmp/df11-gpu) holds the 8B models (~28 GB),
 # deleted at the end unless KEEP_MODELS=1.
 set -uo pipefail
@@ -61,6 +62,46 @@ if command -v compute-sanitizer >/dev/null; then
   done_step memcheck
 fi
 
+pack_and_exit() {
+  # The device tool returns only a few files: every log and JSON goes into one archive; only
+  # model_step_bench.json stays loose.
+  (cd "$out" && find . -maxdepth 1 -type f \( -name '*.log' -o -name '*.json' -o -name '*.txt' \) -printf '%f\n' \
+    | sort > .packed && tar -czf gpu-results.tgz -T .packed &&
+    grep -vx 'model_step_bench.json' .packed | xargs -r rm -f; rm -f .packed)
+  echo "== all done in $(( $(date +%s) - start_all )) s, status $status"
+  exit $status
+}
+if [ -x "$bundle/bin/df11d" ]; then
+  # The daemon on the GPU: the demo model loaded twice (no memory flags), a greedy generate from
+  # each, SIGTERM; then a model whose config.json is out of bounds (refused at start).
+  begin "df11d on CUDA"
+  port=50561
+  bad=$(mktemp -d); cp -r deploy/demo-model/. "$bad"
+  sed -i 's/"num_hidden_layers": *[0-9]*/"num_hidden_layers": 1000000000/' "$bad/config.json"
+  "$bundle/run" df11d --device cuda --grpc-address 127.0.0.1:$port --metrics-address "" \
+    --model a=deploy/demo-model --model b=deploy/demo-model > "$out/df11d_cuda.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 1 300); do
+    "$bundle/run" df11 health --addr 127.0.0.1:$port >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  for m in a b; do
+    "$bundle/run" df11 generate --addr 127.0.0.1:$port -m $m -n 24 -t 0 "def fib(n):" >> "$out/df11d_cuda.log" 2>&1 || status=1
+  done
+  "$bundle/run" df11 models --addr 127.0.0.1:$port >> "$out/df11d_cuda.log" 2>&1 || status=1
+  kill -TERM $daemon; wait $daemon; echo "df11d exit $?" | tee -a "$out/df11d_cuda.log"
+  tail -8 "$out/df11d_cuda.log"
+  # A configured model whose config.json is out of bounds: exit 1 at once, naming the key.
+  timeout 60 "$bundle/run" df11d --device cuda --grpc-address 127.0.0.1:$((port + 1)) --metrics-address "" \
+    --model bad="$bad" >> "$out/df11d_cuda.log" 2>&1
+  echo "df11d with an out-of-bounds config exit $? (expected 1)" | tee -a "$out/df11d_cuda.log"
+  grep -q "num_hidden_layers: 1000000000 is above the supported maximum" "$out/df11d_cuda.log" || status=1
+  rm -rf "$bad"
+  done_step df11d_cuda
+fi
+
+[ "${SKIP_BENCH:-}" = 1 ] && pack_and_exit
+
 if [ -n "${RUN_DECODE_BENCH:-}" ]; then
   ptx_arg=()
   if [ -n "$ref" ] && [ -f "$ref/decode.cu" ]; then
@@ -100,10 +141,4 @@ done_step tensor_core_attention
 
 # KEEP_MODELS=1 keeps $work (the engine benchmark runs next on the same models).
 [ "${KEEP_MODELS:-}" = 1 ] || rm -rf "$work"
-# The device tool returns only a few files: every log and JSON goes into one archive; only
-# model_step_bench.json stays loose.
-(cd "$out" && find . -maxdepth 1 -type f \( -name '*.log' -o -name '*.json' -o -name '*.txt' \) -printf '%f\n' \
-  | sort > .packed && tar -czf gpu-results.tgz -T .packed &&
-  grep -vx 'model_step_bench.json' .packed | xargs -r rm -f; rm -f .packed)
-echo "== all done in $(( $(date +%s) - start_all )) s, status $status"
-exit $status
+pack_and_exit

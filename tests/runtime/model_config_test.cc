@@ -520,7 +520,7 @@ TEST(ModelConfigTest, MissingKeyWrongTypeAndBadSizes) {
   ExpectInvalid(ParseEdited("Qwen3-8B.json", [](Json& j) { j["head_dim"] = 0; }),
                 "config.json: head_dim: must be positive");
   ExpectInvalid(ParseEdited("Qwen3-8B.json", [](Json& j) { j["rope_theta"] = -1; }),
-                "config.json: rope_theta: must be positive");
+                "config.json: rope_theta: must be in (0, 1e12], got -1");
   ExpectInvalid(ParseEdited("gemma-3-4b-it.json", [](Json& j) { j["text_config"]["query_pre_attn_scalar"] = 0; }),
                 "config.json: text_config.query_pre_attn_scalar: must be positive");
   ExpectInvalid(ParseEdited("Llama-3.1-8B-Instruct.json",
@@ -531,6 +531,33 @@ TEST(ModelConfigTest, MissingKeyWrongTypeAndBadSizes) {
                 "config.json: head_dim: absent and hidden_size 4100 is not a multiple of num_attention_heads 32");
   ExpectInvalid(ParseEdited("Llama-3.1-8B-Instruct.json", [](Json& j) { j["attention_bias"] = true; }),
                 "config.json: attention_bias: unsupported value true");
+}
+
+// Every value that sizes an allocation or a loop is bounded before it is used (a hostile
+// config.json must not make a load allocate without bound).
+TEST(ModelConfigTest, SizesAboveTheSupportedMaximumAreRefused) {
+  ExpectInvalid(ParseEdited("Qwen3-8B.json", [](Json& j) { j["num_hidden_layers"] = 1000000000; }),
+                "config.json: num_hidden_layers: 1000000000 is above the supported maximum 1024");
+  ExpectInvalid(ParseEdited("Qwen3-8B.json", [](Json& j) { j["vocab_size"] = int64_t{1} << 40; }),
+                "config.json: vocab_size: 1099511627776 is above the supported maximum 4194304");
+  ExpectInvalid(ParseEdited("Qwen3-8B.json", [](Json& j) { j["hidden_size"] = 1 << 20; }),
+                "config.json: hidden_size: 1048576 is above the supported maximum 65536");
+  ExpectInvalid(ParseEdited("Qwen3-8B.json", [](Json& j) { j["intermediate_size"] = 1 << 30; }),
+                "config.json: intermediate_size: 1073741824 is above the supported maximum 262144");
+  ExpectInvalid(ParseEdited("Qwen3-8B.json", [](Json& j) { j["num_attention_heads"] = 4096; }),
+                "config.json: num_attention_heads: 4096 is above the supported maximum 1024");
+  ExpectInvalid(ParseEdited("Qwen3-8B.json", [](Json& j) { j["head_dim"] = 65536; }),
+                "config.json: head_dim: 65536 is above the supported maximum 1024");
+  ExpectInvalid(ParseEdited("Qwen3-8B.json", [](Json& j) { j["max_position_embeddings"] = int64_t{1} << 62; }),
+                "config.json: max_position_embeddings: 4611686018427387904 is above the supported maximum 16777216");
+  ExpectInvalid(ParseEdited("Qwen3-8B.json", [](Json& j) { j["rope_theta"] = 1e300; }),
+                "config.json: rope_theta: must be in (0, 1e12]");
+  ExpectInvalid(ParseEdited("Llama-3.1-8B-Instruct.json", [](Json& j) { j["rope_scaling"]["factor"] = 1e20; }),
+                "config.json: rope_scaling.factor: must be in (0, 1e12]");
+  ExpectInvalid(ParseEdited("Qwen3-8B.json", [](Json& j) { j["rms_norm_eps"] = 5; }),
+                "config.json: rms_norm_eps: must be in (0, 1)");
+  ExpectInvalid(ParseEdited("gemma-3-4b-it.json", [](Json& j) { j["text_config"]["sliding_window"] = int64_t{1} << 40; }),
+                "config.json: text_config.sliding_window: 1099511627776 is above the supported maximum 16777216");
 }
 
 TEST(ModelConfigTest, HeadsNotDivisibleByKvHeads) {

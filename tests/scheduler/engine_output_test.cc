@@ -4,6 +4,9 @@
 // come from a plain greedy run of the same request and from Tokenizer::Decode.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <filesystem>
 #include <fstream>
 
@@ -157,6 +160,45 @@ TEST_F(EngineOutputTest, InvalidRequestsAreRejectedAtSubmit) {
   const Status missing = engine_->Submit(Greedy("tiny", {1, 400}, 4), sink).status();
   EXPECT_NE(missing.message().find("prompt_tokens[1]"), std::string::npos) << missing.ToString();
   EXPECT_FALSE(called);
+}
+
+// Submit says why it refused a request, as a type (metrics label it), not only as a message.
+TEST_F(EngineOutputTest, RejectionReasonsAreTyped) {
+  EventSink sink = [](RequestEvent&&) {};
+  auto reason = [&](GenerateRequest r) {
+    RejectReason why = RejectReason::kNone;
+    (void)engine_->Submit(std::move(r), sink, &why);
+    return why;
+  };
+  EXPECT_EQ(reason(Greedy("nope", kPrompt, 4)), RejectReason::kUnknownModel);
+  EXPECT_EQ(reason(Greedy("tiny", std::vector<int32_t>(2048, 5), 4)), RejectReason::kPromptTooLong);
+  EXPECT_EQ(reason(Greedy("tiny", kPrompt, 0)), RejectReason::kInvalid);
+  EXPECT_EQ(reason(Greedy("tiny", {-1}, 4)), RejectReason::kInvalid);
+  GenerateRequest long_stop = Greedy("tiny", kPrompt, 4);
+  long_stop.stop_strings = {std::string(300, 'a')};  // long, but valid for the engine
+  EXPECT_EQ(reason(long_stop), RejectReason::kNone);
+  EXPECT_STREQ(RejectReasonName(RejectReason::kPromptTooLong), "too_long");
+  EXPECT_STREQ(RejectReasonName(RejectReason::kQueueFull), "queue_full");
+}
+
+TEST(ModelSpecCheck, OneValidatorNamesTheField) {
+  ModelSpec spec{.name = "m", .path = "/p"};
+  EXPECT_TRUE(ValidateModelSpec(spec).ok());
+  auto message = [&](auto edit) {
+    ModelSpec s = spec;
+    edit(s);
+    return ValidateModelSpec(s).message();
+  };
+  EXPECT_EQ(message([](ModelSpec& s) { s.kv_share = std::numeric_limits<double>::infinity(); }),
+            "kv_share: must be in (0, 1e6], got inf");
+  EXPECT_EQ(message([](ModelSpec& s) { s.kv_share = std::nan(""); }), "kv_share: must be in (0, 1e6], got nan");
+  EXPECT_EQ(message([](ModelSpec& s) { s.weight = -1; }), "weight: must be in (0, 1e6], got -1");
+  EXPECT_EQ(message([](ModelSpec& s) { s.max_seqs = 2000000; }), "max_seqs: must be in [0, 1000000], got 2000000");
+  EXPECT_EQ(message([](ModelSpec& s) { s.kv_min_blocks = -1; }), "kv_min_blocks: must be in [0, 2^40], got -1");
+  EXPECT_EQ(message([](ModelSpec& s) { s.name = ""; }), "name: must be 1 to 128 bytes, got 0");
+  EXPECT_EQ(message([](ModelSpec& s) { s.name = "a\nb"; }),
+            "name: byte 1 is not printable ASCII (10); names are printable ASCII without spaces");
+  EXPECT_EQ(message([](ModelSpec& s) { s.path = "/a\rb"; }), "path: byte 2 is a control character");
 }
 
 TEST(EngineErrors, LoadAndOptionsErrors) {

@@ -16,6 +16,14 @@ TEST(KvBudget, MinimumsFirstThenRemainderByShare) {
   EXPECT_EQ(*blocks, (std::vector<int64_t>{7, 6}));
 }
 
+TEST(KvBudget, OverflowingMinimumsAreRefusedNotWrapped) {
+  // 2^58 blocks x 2^20 bytes overflows int64: before the fix the product wrapped below the budget.
+  auto blocks = SplitKvBudget(int64_t{1} << 30, {{"a", int64_t{1} << 20, int64_t{1} << 58, 1.0}});
+  ASSERT_FALSE(blocks.ok());
+  EXPECT_EQ(blocks.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(blocks.status().message().find("more than 2^63"), std::string::npos) << blocks.status().message();
+}
+
 TEST(KvBudget, MinimumsOverBudgetAreRefusedWithNumbers) {
   auto blocks = SplitKvBudget(100, {{"a", 60, 1, 1.0}, {"b", 50, 1, 1.0}});
   ASSERT_FALSE(blocks.ok());

@@ -62,8 +62,8 @@ class Daemon {
   Daemon(std::vector<std::string> flags, const std::string& dir) : port_(FreePort()) {
     log_path_ = dir + "/df11d_" + std::to_string(port_) + ".log";
     std::vector<std::string> args = {DF11D_PATH, "--grpc-address", "127.0.0.1:" + std::to_string(port_)};
-    const std::vector<std::string> base = BaseFlags();  // (flag, value) pairs; `flags` may override one
-    for (size_t i = 0; i + 1 < base.size(); i += 2) {
+    const std::vector<std::string> base = BaseFlags();
+    for (size_t i = 0; i + 1 < base.size(); i += 2) {  // flag/value pairs; `flags` may override one
       if (std::find(flags.begin(), flags.end(), base[i]) != flags.end()) continue;
       args.push_back(base[i]);
       args.push_back(base[i + 1]);
@@ -91,6 +91,7 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::shared_ptr<grpc::Channel> Channel(std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials()) const {
     grpc::ChannelArguments args;

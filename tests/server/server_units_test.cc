@@ -1,11 +1,16 @@
 // Unit tests of the daemon's pieces that need no engine: request translation, API keys, config.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include "server/auth.h"
 #include "server/config.h"
+#include "server/request_log.h"
 #include "server/translate.h"
+#include "server/work_queue.h"
 #include "tests/scheduler/engine_test_util.h"
 
 namespace df11::server {
@@ -127,6 +132,59 @@ TEST(Translate, FinalStatusAndRetryHint) {
   EXPECT_EQ(RetryAfterMs(InvalidArgument("x")), 0);
 }
 
+TEST(Translate, TokenIdsAreCheckedAgainstTheModelsVocabularyNamingTheField) {
+  pb::GenerateRequest request;
+  request.set_model("m");
+  request.mutable_tokens()->add_ids(3);
+  request.mutable_tokens()->add_ids(10);
+  PromptSources sources;
+  sources.vocab_size = 10;
+  auto prompt = BuildPrompt(request, sources);
+  ASSERT_FALSE(prompt.ok());
+  EXPECT_EQ(prompt.status().message(), "tokens.ids[1]: 10 is outside the vocabulary [0, 10)");
+  sources.vocab_size = 11;
+  EXPECT_TRUE(BuildPrompt(request, sources).ok());
+}
+
+TEST(RequestLog, ClientTextCannotStartALineOrPoseAsAField) {
+  EXPECT_EQ(LogValue("qwen3-8b"), "qwen3-8b");
+  EXPECT_EQ(LogValue("ipv4:127.0.0.1:5000"), "ipv4:127.0.0.1:5000");
+  EXPECT_EQ(LogValue(""), "\"\"");
+  EXPECT_EQ(LogValue("a\nrequest id=1"), "\"a\\nrequest id=1\"");
+  EXPECT_EQ(LogValue("x status=OK"), "\"x status=OK\"");
+  EXPECT_EQ(LogValue("q\"\\\r\t\x01\x7f\xc3\xa9"), "\"q\\\"\\\\\\r\\t\\x01\\x7f\\xc3\\xa9\"");
+}
+
+TEST(WorkQueue, BoundedQueueRefusesAndCancelsWhatIsLeft) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> ran{0}, cancelled{0};
+  std::thread releaser;
+  {
+    WorkQueue queue(2);
+    std::promise<void> running;
+    ASSERT_TRUE(queue.TryPost([&, released](bool run) {
+      running.set_value();
+      if (run) released.wait();
+      ran++;
+    }).ok());
+    running.get_future().wait();  // the worker holds the first job; two may wait
+    auto count = [&](bool run) { (run ? ran : cancelled)++; };
+    EXPECT_TRUE(queue.TryPost(count).ok());
+    EXPECT_TRUE(queue.TryPost(count).ok());
+    const Status full = queue.TryPost(count);
+    EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
+    EXPECT_EQ(full.message(), "2 admin operations are already waiting; retry later");
+    releaser = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      release.set_value();
+    });
+  }  // destruction: the running job finishes; the queued ones it had not started are cancelled
+  releaser.join();
+  EXPECT_EQ(ran.load() + cancelled.load(), 3);
+  EXPECT_GE(ran.load(), 1);
+}
+
 TEST(Auth, ConstantTimeEquals) {
   EXPECT_TRUE(ConstantTimeEquals("secret", "secret"));
   EXPECT_FALSE(ConstantTimeEquals("secret", "secreT"));
@@ -194,7 +252,10 @@ TEST(Config, ModelsFileErrorsNameThePlace) {
       {R"({"modles": []})", "cfg.json: modles: unknown key"},
       {R"({"models": {}})", "cfg.json: models: expected an array"},
       {R"({"models": [{"path": "/x"}]})", "cfg.json: models[0].name: required"},
-      {R"({"models": [{"name": "a", "path": "/x", "kv_share": 0}]})", "cfg.json: models[0].kv_share: must be > 0"},
+      {R"({"models": [{"name": "a", "path": "/x", "kv_share": 0}]})", "cfg.json: models[0].kv_share: must be in (0, 1e6], got 0"},
+      {R"({"models": [{"name": "a", "path": "/x", "kv_share": 1e300}]})", "cfg.json: models[0].kv_share: must be in (0, 1e6], got 1e+300"},
+      {R"({"models": [{"name": "a\nb", "path": "/x"}]})",
+       "cfg.json: models[0].name: byte 1 is not printable ASCII (10); names are printable ASCII without spaces"},
       {R"({"models": [{"name": "a", "path": "/x", "max_seqs": 1.5}]})", "cfg.json: models[0].max_seqs: expected an integer"},
       {R"({"models": [{"name": "a", "path": "/x", "colour": 1}]})", "cfg.json: models[0].colour: unknown key"},
       {R"({"models": [{"name": "a", "path": "/x"}, {"name": "a", "path": "/y"}]})",
@@ -223,6 +284,9 @@ TEST(Config, FlagsAndEnvironment) {
   EXPECT_EQ(config.models[0].path, "/p");
   config.model_flags = {"noequals"};
   EXPECT_EQ(FinishConfig(config).message(), "--model: expected NAME=PATH, got 'noequals'");
+  config.model_flags = {"a b=/p"};
+  EXPECT_EQ(FinishConfig(config).message(),
+            "--model a b=/p: name: byte 1 is not printable ASCII (32); names are printable ASCII without spaces");
   config.model_flags = {};
   config.tls_cert = "c.pem";
   EXPECT_EQ(FinishConfig(config).code(), StatusCode::kInvalidArgument);
