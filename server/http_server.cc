@@ -152,7 +152,12 @@ struct HttpServerCallbacks {
     if (call->too_large) return QueueFull(connection, PlainError(413, BodyLimitMessage(server)));
     if (!call->dispatched) {
       call->dispatched = true;
-      server->handler_(call->request, call->exchange);
+      try {  // a handler bug must cost one request, never the process (this is an MHD thread)
+        server->handler_(call->request, call->exchange);
+      } catch (const std::exception& e) {
+        LogEvent("error", "http_handler_exception", {{"path", call->request.path}, {"error", e.what()}});
+        call->exchange->Respond(PlainError(500, std::string("internal error: ") + e.what()));
+      }
     }
     return QueueOrSuspend(connection, *call->exchange);
   }

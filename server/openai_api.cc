@@ -142,12 +142,23 @@ void OnClose(const std::shared_ptr<HttpGeneration>& g, bool complete) {
   RecordHttp(*g->ctx, g->route, g->http_status);
 }
 
+// A generation refused before it reached the engine: answered, counted and logged (as gRPC's).
+void Refuse(ServiceContext& ctx, const std::string& route, const std::shared_ptr<HttpExchange>& ex, RequestLine line,
+            const Status& status, OpenAiEndpoint endpoint) {
+  line.code = static_cast<grpc::StatusCode>(status.code());
+  line.message = status.message();
+  LogRequest(line);
+  Reply(ctx, route, ex, ErrorResponse(ToOpenAiError(status, endpoint)));
+}
+
 void Generate(ServiceContext& ctx, OpenAiEndpoint endpoint, const std::string& route, const HttpRequest& req,
               const std::shared_ptr<HttpExchange>& ex) {
+  RequestLine refused;
+  refused.peer = req.peer;
   auto parsed = ParseOpenAiRequest(endpoint, req.body);
   if (!parsed.ok()) {
     RecordRejected(ctx, "", "invalid");
-    return Reply(ctx, route, ex, ErrorResponse(ToOpenAiError(parsed.status(), endpoint)));
+    return Refuse(ctx, route, ex, refused, parsed.status(), endpoint);
   }
   OpenAiRequest& r = *parsed;
   if (auto id = req.Header("x-request-id")) r.generate.set_request_id(*id);
@@ -166,7 +177,7 @@ void Generate(ServiceContext& ctx, OpenAiEndpoint endpoint, const std::string& r
   g->log.peer = req.peer;
   auto admitted = AdmitGenerate(ctx, r.generate, req.Header("authorization"), std::nullopt,
                                 [g](RequestEvent&& event) { OnEvent(g, std::move(event)); });
-  if (!admitted.ok()) return Reply(ctx, route, ex, ErrorResponse(ToOpenAiError(admitted.status(), endpoint)));
+  if (!admitted.ok()) return Refuse(ctx, route, ex, g->log, admitted.status(), endpoint);
   {
     std::lock_guard<std::mutex> lock(g->mu);
     g->id = admitted->id;

@@ -114,7 +114,10 @@ OpenAiError ToOpenAiError(const Status& status, OpenAiEndpoint endpoint) {
   e.code = kind.code;
   e.message = OpenAiMessage(status.message(), endpoint);
   if (kind.http == 400) e.param = OpenAiParam(status.message(), endpoint);
-  if (status.code() == StatusCode::kNotFound) e.param = "model";
+  if (status.code() == StatusCode::kNotFound) {
+    e.param = "model";
+    if (size_t at = e.message.find("(see ListModels)"); at != std::string::npos) e.message.replace(at, 16, "(see GET /v1/models)");
+  }
   if (int ms = RetryAfterMs(status); ms > 0) e.retry_after_seconds = (ms + 999) / 1000;
   return e;
 }

@@ -201,7 +201,7 @@ TEST_F(DaemonHttpTest, ClientThatLeavesFreesKvBlocks) {
 
 // 200 concurrent streams: none lost or duplicated, each equal to its prompt's solo greedy run.
 TEST_F(DaemonHttpTest, TwoHundredConcurrentStreamsEqualTheirSoloRuns) {
-  constexpr int kStreams = 200, kPrompts = 10, kTokens = 8;
+  constexpr int kStreams = 200, kPrompts = 10, kTokens = 32;
   std::vector<std::string> solo(kPrompts);
   for (int p = 0; p < kPrompts; ++p) {
     HttpResult r = Post("/v1/completions", CompletionBody("prompt " + std::to_string(p), kTokens, false));

@@ -91,6 +91,10 @@ TEST(OpenAiMapping, MalformedBodiesNameTheParameter) {
       {chat, R"({"model": "m", "messages": [{"content": "x"}]})", "messages[0].role"},
       {chat, R"({"model": "m", "messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
       {chat, R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages[0].content[0].type"},
+      {chat, R"({"model": "m", "messages": [], "temperature": 1e999})", ""},  // nlohmann's out_of_range (fuzzer)
+      {completion, "664e964999", ""},
+      {chat, R"({"model": "m", "messages": [], "response_format": {"type": 5}})", "response_format"},
+      {chat, R"({"model": "m", "messages": [{"role": "user", "content": [{"type": 5}]}]})", "messages[0].content[0].type"},
       {chat, R"({"model": "m", "messages": [], "temperature": "hot"})", "temperature"},
       {chat, R"({"model": "m", "messages": [], "top_k": 1.5})", "top_k"},
       {chat, R"({"model": "m", "messages": [], "seed": 18446744073709551615})", "seed"},
@@ -191,7 +195,9 @@ TEST(OpenAiMapping, StatusesBecomeHttpErrors) {
     EXPECT_EQ(body["error"]["message"], OpenAiMessage(c.status.message(), OpenAiEndpoint::kChat));
     EXPECT_TRUE(body["error"].contains("type") && body["error"].contains("param") && body["error"].contains("code"));
   }
-  EXPECT_EQ(Json::parse(ErrorJson(ToOpenAiError(NotFound("model 'x' is not loaded"), OpenAiEndpoint::kChat)))["error"]["param"], "model");
+  OpenAiError unknown = ToOpenAiError(NotFound("model 'x' is not loaded (see ListModels)"), OpenAiEndpoint::kChat);
+  EXPECT_EQ(unknown.param, "model");
+  EXPECT_EQ(unknown.message, "model 'x' is not loaded (see GET /v1/models)");
 }
 
 TEST(OpenAiMapping, ResponsesHaveOpenAiShapes) {
