@@ -376,12 +376,12 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& addre
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
   if (!tls.cert.empty()) flags |= MHD_USE_TLS;
   std::vector<MHD_OptionItem> options = {
+      {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&LogMhd), nullptr},  // first: covers the rest
       {MHD_OPTION_LISTEN_SOCKET, s->listen_fd_, nullptr},
       {MHD_OPTION_CONNECTION_TIMEOUT, static_cast<intptr_t>(std::max(1.0, limits.idle_timeout_seconds)), nullptr},
       {MHD_OPTION_PER_IP_CONNECTION_LIMIT, limits.max_connections_per_client, nullptr},
       {MHD_OPTION_CONNECTION_LIMIT, limits.max_connections, nullptr},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&HttpServerCallbacks::Completed), nullptr},
-      {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&LogMhd), nullptr},
   };
   if (limits.threads > 1) options.push_back({MHD_OPTION_THREAD_POOL_SIZE, limits.threads, nullptr});
   if (!tls.cert.empty()) {

@@ -76,6 +76,7 @@ struct HttpGeneration {
   RequestEvent merged;   // non-streaming: the output so far
   std::optional<RequestId> id;
   bool finished = false;  // the final event came
+  int64_t streamed_tokens = 0;  // generated so far (the log line of a request cut short)
   int http_status = 200;
   RequestLine log;
 };
@@ -86,6 +87,7 @@ void OnEvent(const std::shared_ptr<HttpGeneration>& g, RequestEvent&& event) {
   std::lock_guard<std::mutex> lock(g->mu);
   if (g->finished) return;
   const bool normal_end = !event.finished || OpenAiFinishReason(event.finish_reason) != nullptr;
+  g->streamed_tokens += static_cast<int64_t>(event.token_ids.size());
   if (event.finished) {
     g->finished = true;
     g->log.finish_reason = event.finish_reason;
@@ -133,6 +135,7 @@ void OnClose(const std::shared_ptr<HttpGeneration>& g, bool complete) {
       g->log.finish_reason = FinishReason::kCancelled;
       g->log.code = grpc::StatusCode::CANCELLED;
       g->log.message = "the HTTP client went away";
+      g->log.usage.generated_tokens = g->streamed_tokens;
     }
     if (!complete) g->http_status = 499;  // nginx's "client closed request"
     line = g->log;

@@ -197,6 +197,13 @@ TEST_F(DaemonHttpTest, ClientThatLeavesFreesKvBlocks) {
     if (used != 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(used, 0);
+  // The request log says why it ended and counts the tokens it streamed.
+  const std::string log = daemon_->LogText();
+  const size_t line = log.find("the HTTP client went away");
+  ASSERT_NE(line, std::string::npos) << log;
+  const size_t begin = log.rfind('\n', line) + 1;
+  const std::string entry = log.substr(begin, log.find('\n', line) - begin);
+  EXPECT_EQ(entry.find("completion_tokens=0 "), std::string::npos) << entry;
 }
 
 // 200 concurrent streams: none lost or duplicated, each equal to its prompt's solo greedy run.
