@@ -77,6 +77,10 @@ class Checkpoint {
   };
   // NOT_FOUND naming the weight when it is in neither.
   StatusOr<Location> Locate(const std::string& name) const;
+  // config.json's num_hidden_layers against the tensors: names "<prefix>layers.<i>." must reach
+  // exactly layer num_layers - 1 (INVALID_ARGUMENT naming both otherwise), so that a config
+  // cannot size a model the checkpoint does not hold. OK when the architecture is unknown.
+  Status CheckLayerCount() const;
   // Names of all weights: every unit weight and every plain tensor.
   std::vector<std::string> WeightNames() const;
   // A weight as BF16 words, decoding DF11 on the CPU when needed. A plain tensor must be BF16.

@@ -48,6 +48,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const Model
   std::unique_ptr<Model> model(new Model());
   model->options_ = options;
   DF11_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
+  DF11_RETURN_IF_ERROR(model->checkpoint_->CheckLayerCount());
   model->config_ = model->checkpoint_->config();
   const ModelConfig& c = model->config_;
   uint64_t largest_unit = 0;

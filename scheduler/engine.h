@@ -59,6 +59,11 @@ struct GenerateRequest {
   bool warmup = false;  // the server's own warm-up request: left out of request and token metrics
 };
 
+// A cancellation that arrives this close to (or after) the request's deadline is the deadline
+// firing: the client's own timer cancels the call a little before the server's deadline passes
+// (network and queueing delay), so both the server's status and the engine count it as a deadline.
+inline constexpr std::chrono::milliseconds kDeadlineCancelTolerance{250};
+
 // Why Submit refused a request, for metrics labels (the Status says it to the client).
 enum class RejectReason {
   kNone,

@@ -55,9 +55,13 @@ void ModelSlot::Sweep(Clock::time_point now) {
       Sequence& s = *(*list)[i];
       std::optional<FinishReason> reason = s.pending_finish;
       Status status;
-      // A cancel that comes once the deadline has passed is the client's deadline firing (gRPC
-      // cancels the call then): count it as a deadline, not as a cancellation.
-      if (reason == FinishReason::kCancelled && s.request.deadline && now >= *s.request.deadline) reason.reset();
+      // A cancel that comes at the deadline is the client's deadline firing (gRPC cancels the
+      // call then): count it as a deadline, not as a cancellation (kDeadlineCancelTolerance).
+      if (reason == FinishReason::kCancelled && s.request.deadline &&
+          now + kDeadlineCancelTolerance >= *s.request.deadline) {
+        reason = FinishReason::kDeadline;
+        status = Status(StatusCode::kDeadlineExceeded, "request deadline passed");
+      }
       if (!reason && s.request.deadline && now >= *s.request.deadline) {
         reason = FinishReason::kDeadline;
         status = Status(StatusCode::kDeadlineExceeded, "request deadline passed");

@@ -48,7 +48,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       state_->write_in_flight = false;
       if (!ok) {
         state_->queue.clear();
-        if (!state_->finish_status) state_->finish_status = grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+        // The stream broke: the client went away, its deadline fired, or the server shut down.
+        if (!state_->finish_status) state_->finish_status = CancelStatus();
       }
     }
     if (!ok) CancelEngineRequest();
@@ -148,7 +149,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     if (ctx_.draining.load()) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server shut down before the request finished");
     }
-    if (call_->deadline() <= std::chrono::system_clock::now()) {
+    if (call_->deadline() <= std::chrono::system_clock::now() + kDeadlineCancelTolerance) {
       return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the client's deadline passed");
     }
     return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");

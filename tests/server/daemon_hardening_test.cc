@@ -243,11 +243,13 @@ TEST_F(DaemonHardeningTest, DeadlinesAndCancellationsAreToldApart) {
   }
   using testing::SampleValue;
   std::string metrics;
+  // The RPC ends at once; the engine ends the request at its next step: poll until both counted.
   for (int i = 0; i < 300; ++i) {
     metrics = testing::HttpGet(metrics_port, "/metrics").value_or("");
     if (SampleValue(metrics, "df11_rpcs_total", {{"method", "Generate"}, {"code", "CANCELLED"}}) == 2.0 &&
         SampleValue(metrics, "df11_rpcs_total", {{"method", "Generate"}, {"code", "DEADLINE_EXCEEDED"}}) == 3.0 &&
-        SampleValue(metrics, "df11_requests_total", {{"model", "tiny"}, {"finish_reason", "deadline"}}) == 3.0) {
+        SampleValue(metrics, "df11_requests_total", {{"model", "tiny"}, {"finish_reason", "deadline"}}) == 3.0 &&
+        SampleValue(metrics, "df11_requests_total", {{"model", "tiny"}, {"finish_reason", "cancelled"}}) == 2.0) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
