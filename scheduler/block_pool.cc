@@ -44,7 +44,9 @@ void BlockPool::Release(int32_t block) {
 
 void BlockPool::ReleaseAll(std::span<const int32_t> blocks) {
   // Release the tail first so that, among one sequence's blocks, the prefix stays cached longest.
-  for (int32_t b : std::views::reverse(blocks)) Release(b);
+  // NOTE: not std::views::reverse: clang 14 with libstdc++ 12 rejects reverse_view<span> (stage 2's
+  // fuzz build compiles the scheduler since df11_server_parsers links it).
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) Release(*it);
 }
 
 uint64_t BlockPool::ChainHash(uint64_t parent, std::span<const int32_t> tokens) {
