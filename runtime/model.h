@@ -68,7 +68,10 @@ struct LoadReport {
   bool df11 = false;
   uint64_t weight_bytes = 0;       // resident weights: compressed units + plain tensors (+ norms)
   uint64_t bf16_weight_bytes = 0;  // the same weights as BF16
-  uint64_t scratch_bytes = 0;      // decode scratch (one unit's BF16 size) + step workspace
+  uint64_t scratch_bytes = 0;      // this model's own: step workspace (CPU: + its decode scratch)
+  // CUDA: the DF11 decode scratch this model needs in the buffer that every model on the GPU
+  // shares (ModelOptions::scratch), so counted once per GPU, not per model; 0 on the CPU.
+  uint64_t shared_scratch_bytes = 0;
   double load_seconds = 0;
 };
 

@@ -133,7 +133,8 @@ Status Model::LoadCuda() {
   report_.df11 = checkpoint_->is_df11();
   report_.weight_bytes = st.weight_bytes;
   report_.bf16_weight_bytes = st.bf16_weight_bytes;
-  report_.scratch_bytes = st.scratch_needed + st.activations.bytes() + st.batch_arrays.bytes();
+  report_.scratch_bytes = st.activations.bytes() + st.batch_arrays.bytes();
+  report_.shared_scratch_bytes = st.scratch_needed;
   return Status::Ok();
 }
 

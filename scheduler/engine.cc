@@ -24,9 +24,9 @@ std::string Num(double v) {
 // KV bytes for all models together (the policy of kv_budget.h):
 //   kv_memory_bytes > 0: that; CPU otherwise: kDefaultCpuKvBytes;
 //   CUDA with max_model_bytes > 0: kv_memory_fraction x (free memory now - max_model_bytes);
-//   CUDA otherwise: 0 = decided by the first LoadModel as kv_memory_fraction x the free memory left
-//   after that model's weights and scratch (later models then need room outside the budget: set
-//   max_model_bytes or kv_memory_bytes when serving several).
+//   CUDA otherwise: 0 = decided by the first LoadModel/LoadModels call as kv_memory_fraction x the
+//   free memory left after the weights and scratch of every model in it (df11d loads all its
+//   configured models in one call; a model loaded later must fit in what the KV pool leaves).
 StatusOr<int64_t> InitialKvBudget(const EngineOptions& o) {
   if (o.kv_memory_bytes > 0) return o.kv_memory_bytes;
   if (o.device == Device::kCpu) return kDefaultCpuKvBytes;
@@ -168,75 +168,113 @@ uint64_t Engine::Impl::ResidentBudget() const {
   return 0;
 }
 
-Status Engine::LoadModel(const ModelSpec& spec) {
+StatusOr<Engine::Impl::PreparedModel> Engine::Impl::Prepare(const ModelSpec& spec) {
   if (Status valid = ValidateModelSpec(spec); !valid.ok()) return valid.WithContext("model '" + spec.name + "'");
-  std::lock_guard load_lock(impl_->load_mu);
   {
-    std::lock_guard lock(impl_->mu);
-    if (impl_->models.contains(spec.name)) return Status(StatusCode::kAlreadyExists, "model '" + spec.name + "' is already loaded");
+    std::lock_guard lock(mu);
+    if (models.contains(spec.name)) return Status(StatusCode::kAlreadyExists, "model '" + spec.name + "' is already loaded");
   }
-  const EngineOptions& o = impl_->options;
+  const EngineOptions& o = options;
   ModelOptions model_options;
   model_options.device = o.device;
   model_options.threads = o.threads;
-  model_options.scratch = impl_->scratch;  // CUDA: shared; steps never overlap (one engine thread)
-  model_options.max_resident_bytes = impl_->ResidentBudget();
-  DF11_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(spec.path, model_options));
-  std::shared_ptr<const Tokenizer> tokenizer;
+  model_options.scratch = scratch;  // CUDA: shared; steps never overlap (one engine thread)
+  model_options.max_resident_bytes = ResidentBudget();
+  PreparedModel p;
+  DF11_ASSIGN_OR_RETURN(p.model, Model::Load(spec.path, model_options));
   if (std::filesystem::exists(spec.path + "/tokenizer.json")) {
     DF11_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::Load(spec.path));
-    tokenizer = std::move(tok);
+    p.reg.tokenizer = std::move(tok);
   }
-  const ModelConfig& config = model->config();
-  const LoadReport& report = model->load_report();
-  if (impl_->kv_budget_bytes.load() == 0) {
+  const ModelConfig& config = p.model->config();
+  const LoadReport& report = p.model->load_report();
+  p.reg.spec = spec;
+  p.reg.info = {spec.name, spec.path, config.architecture, ModelState::kReady, config.max_position_embeddings,
+                config.vocab_size, report.df11, report.weight_bytes, report.bf16_weight_bytes, report.scratch_bytes,
+                0, 0, report.load_seconds, report.shared_scratch_bytes};
+  p.reg.kv = {spec.name, KvCache::BytesPerBlock(config, o.block_size, o.device),
+              spec.kv_min_blocks > 0 ? spec.kv_min_blocks : (config.max_position_embeddings + o.block_size - 1) / o.block_size,
+              spec.kv_share};
+  return p;
+}
+
+Status Engine::Impl::Register(std::vector<PreparedModel> batch) {
+  const EngineOptions& o = options;
+  std::string names;
+  for (const PreparedModel& p : batch) names += (names.empty() ? "'" : ", '") + p.reg.spec.name + "'";
+  // An undecided budget (CUDA without kv_memory_bytes or max_model_bytes) is sized now, from the
+  // memory every model of the batch leaves: all weights first, then the KV pool.
+  if (kv_budget_bytes.load() == 0) {
     const std::optional<int64_t> free = FreeDeviceBytes();
     if (!free) return FailedPrecondition("no CUDA device memory to size the KV cache from; set kv_memory_bytes");
-    impl_->kv_budget_bytes = static_cast<int64_t>(o.kv_memory_fraction * static_cast<double>(*free));
+    kv_budget_bytes = static_cast<int64_t>(o.kv_memory_fraction * static_cast<double>(*free));
   }
-
-  RegisteredModel reg;
-  reg.spec = spec;
-  reg.tokenizer = tokenizer;
-  reg.info = {spec.name, spec.path, config.architecture, ModelState::kReady, config.max_position_embeddings,
-              config.vocab_size, report.df11, report.weight_bytes, report.bf16_weight_bytes, report.scratch_bytes,
-              0, 0, report.load_seconds};
-  reg.kv = {spec.name, KvCache::BytesPerBlock(config, o.block_size, o.device),
-            spec.kv_min_blocks > 0 ? spec.kv_min_blocks : (config.max_position_embeddings + o.block_size - 1) / o.block_size,
-            spec.kv_share};
-
-  std::lock_guard lock(impl_->mu);
-  // Weights: all models' resident weights plus the largest scratch (shared) within max_model_bytes.
+  std::lock_guard lock(mu);
+  // Within max_model_bytes: every model's weights and own workspace, plus the shared decode
+  // scratch once (the largest need).
   if (o.max_model_bytes > 0) {
-    uint64_t weights = report.weight_bytes, scratch = report.scratch_bytes;
-    for (const auto& [name, m] : impl_->models) {
-      weights += m.info.weight_bytes;
-      scratch = std::max(scratch, m.info.scratch_bytes);
-    }
-    if (weights + scratch > static_cast<uint64_t>(o.max_model_bytes)) {
-      return ResourceExhausted("model '" + spec.name + "' does not fit: weights " + std::to_string(weights) +
-                               " + scratch " + std::to_string(scratch) + " bytes > max_model_bytes " +
+    uint64_t weights = 0, scratch_total = 0, shared = 0;
+    auto count = [&](const ModelInfo& info) {
+      weights += info.weight_bytes;
+      scratch_total += info.scratch_bytes;
+      shared = std::max(shared, info.shared_scratch_bytes);
+    };
+    for (const PreparedModel& p : batch) count(p.reg.info);
+    for (const auto& [name, m] : models) count(m.info);
+    if (weights + scratch_total + shared > static_cast<uint64_t>(o.max_model_bytes)) {
+      return ResourceExhausted("model " + names + " does not fit: weights " + std::to_string(weights) + " + scratch " +
+                               std::to_string(scratch_total + shared) + " bytes > max_model_bytes " +
                                std::to_string(o.max_model_bytes));
     }
   }
-  std::vector<const RegisteredModel*> all{&reg};
-  for (const auto& [name, m] : impl_->models) all.push_back(&m);
-  StatusOr<std::map<std::string, int64_t>> targets = impl_->KvTargets(all);
-  if (!targets.ok()) return Status(targets.status().code(), "model '" + spec.name + "': " + targets.status().message());
-  for (auto& [name, m] : impl_->models) m.kv_target_blocks = targets->at(name);
-  reg.kv_target_blocks = targets->at(spec.name);
-  reg.info.kv_blocks_total = reg.kv_target_blocks;
-  reg.info.kv_bytes = static_cast<uint64_t>(reg.kv_target_blocks * reg.kv.bytes_per_block);
-
+  std::vector<const RegisteredModel*> all;
+  for (const PreparedModel& p : batch) {
+    if (models.contains(p.reg.spec.name)) {
+      return Status(StatusCode::kAlreadyExists, "model '" + p.reg.spec.name + "' is already loaded");
+    }
+    for (const RegisteredModel* other : all) {
+      if (other->spec.name == p.reg.spec.name) return InvalidArgument("model '" + p.reg.spec.name + "' is listed twice");
+    }
+    all.push_back(&p.reg);
+  }
+  for (const auto& [name, m] : models) all.push_back(&m);
+  StatusOr<std::map<std::string, int64_t>> targets = KvTargets(all);
+  if (!targets.ok()) return Status(targets.status().code(), "model " + names + ": " + targets.status().message());
+  for (auto& [name, m] : models) m.kv_target_blocks = targets->at(name);
   SlotOptions slot_options{o.device, o.max_batched_tokens, o.max_seqs, o.block_size, o.prefix_caching};
-  EngineCommand add;
-  add.kind = EngineCommand::Kind::kAddModel;
-  add.slot = std::make_unique<ModelSlot>(spec, std::move(model), tokenizer, slot_options, impl_->counters, impl_->observer);
-  add.kv_targets = *targets;
-  impl_->models.emplace(spec.name, std::move(reg));
-  impl_->inbox.push_back(std::move(add));
-  impl_->wake.notify_all();
+  for (PreparedModel& p : batch) {
+    RegisteredModel& reg = p.reg;
+    const std::string name = reg.spec.name;
+    reg.kv_target_blocks = targets->at(name);
+    reg.info.kv_blocks_total = reg.kv_target_blocks;
+    reg.info.kv_bytes = static_cast<uint64_t>(reg.kv_target_blocks * reg.kv.bytes_per_block);
+    EngineCommand add;
+    add.kind = EngineCommand::Kind::kAddModel;
+    add.slot = std::make_unique<ModelSlot>(reg.spec, std::move(p.model), reg.tokenizer, slot_options, counters, observer);
+    add.kv_targets = *targets;
+    models.emplace(name, std::move(reg));
+    inbox.push_back(std::move(add));
+  }
+  wake.notify_all();
   return Status::Ok();
+}
+
+Status Engine::LoadModel(const ModelSpec& spec) { return LoadModels({spec}); }
+
+Status Engine::LoadModels(const std::vector<ModelSpec>& specs) {
+  std::lock_guard load_lock(impl_->load_mu);
+  std::vector<Impl::PreparedModel> batch;
+  for (const ModelSpec& spec : specs) {
+    // A failure drops the models prepared so far (their memory is freed with them).
+    StatusOr<Impl::PreparedModel> p = impl_->Prepare(spec);
+    if (!p.ok()) {
+      const std::string context = "model '" + spec.name + "'";
+      const bool named = p.status().message().rfind(context, 0) == 0;
+      return named ? p.status() : p.status().WithContext(context);
+    }
+    batch.push_back(std::move(p).value());
+  }
+  return impl_->Register(std::move(batch));
 }
 
 Status Engine::UnloadModel(const std::string& name) {
@@ -375,6 +413,7 @@ EngineStats Engine::Stats() const {
   EngineStats out;
   out.models = impl_->stats;
   out.rejected_queue_full_total = impl_->rejected_queue_full.load();
+  out.shared_scratch_bytes = impl_->scratch ? impl_->scratch->bytes() : 0;
   return out;
 }
 

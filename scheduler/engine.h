@@ -141,7 +141,9 @@ struct EngineOptions {
   // device memory left after weights and scratch.
   // Policy (scheduler/kv_budget.h): CPU without kv_memory_bytes: 1 GiB. CUDA without it:
   // kv_memory_fraction x (free memory at Create - max_model_bytes) when max_model_bytes is set,
-  // else kv_memory_fraction x the free memory after the first model's weights. Each model gets its
+  // else kv_memory_fraction x the free memory after the weights of the first LoadModel/LoadModels
+  // call (df11d: every configured model); a model loaded later needs its weights to fit in what
+  // is left, else it is refused up front with the bytes it needs and the bytes free. Each model gets its
   // minimum (ModelSpec::kv_min_blocks), the rest is shared by kv_share; a model's cache is resized
   // to its share when one is loaded or unloaded, once none of its blocks is in use.
   int64_t kv_memory_bytes = 0;
@@ -161,10 +163,11 @@ struct ModelInfo {
   bool df11 = false;
   uint64_t weight_bytes = 0;          // resident (compressed when DF11)
   uint64_t bf16_weight_bytes = 0;     // the same weights as BF16
-  uint64_t scratch_bytes = 0;         // decompression scratch (shared: counted once per engine)
+  uint64_t scratch_bytes = 0;         // this model's own step workspace (LoadReport::scratch_bytes)
   uint64_t kv_bytes = 0;
   int64_t kv_blocks_total = 0;
   double load_seconds = 0;
+  uint64_t shared_scratch_bytes = 0;  // what it needs of the engine's shared decode scratch (CUDA)
 };
 
 // Counters are totals since start; gauges are the values after the last step.
@@ -182,6 +185,7 @@ struct ModelStats {
 struct EngineStats {
   std::vector<ModelStats> models;
   int64_t rejected_queue_full_total = 0;
+  uint64_t shared_scratch_bytes = 0;  // CUDA: the one DF11 decode scratch all models share
 };
 
 // Called on the engine thread after every step and at every request's end; must not block.
@@ -218,6 +222,11 @@ class Engine {
   // duplicate name, RESOURCE_EXHAUSTED when weights + scratch + minimum KV would not fit, load
   // errors as Model::Load reports them.
   Status LoadModel(const ModelSpec& spec);
+  // Loads several models as one, all or nothing: every model's weights first, then (when the KV
+  // budget is still undecided: CUDA without kv_memory_bytes or max_model_bytes) the KV budget is
+  // sized from the memory they leave, and split over all of them. df11d loads its configured
+  // models this way, so several models need no memory flags.
+  Status LoadModels(const std::vector<ModelSpec>& specs);
   // Cancels the model's requests, waits for them to end, frees the model. NOT_FOUND if unknown.
   Status UnloadModel(const std::string& name);
 

@@ -52,6 +52,16 @@ struct Engine::Impl {
   Status CheckPromptFits(const GenerateRequest& request, const RegisteredModel& model) const;
   StatusOr<std::map<std::string, int64_t>> KvTargets(const std::vector<const RegisteredModel*>& models) const;
   void Post(EngineCommand command);
+  // A model whose weights are loaded but that is not registered yet (LoadModels).
+  struct PreparedModel {
+    RegisteredModel reg;  // everything but the KV targets
+    std::unique_ptr<Model> model;
+  };
+  // Loads one model's weights and tokenizer (caller holds load_mu).
+  StatusOr<PreparedModel> Prepare(const ModelSpec& spec);
+  // Sizes an undecided KV budget from the memory left now, checks max_model_bytes, splits the KV
+  // budget over every model and registers the batch, all or nothing (caller holds load_mu).
+  Status Register(std::vector<PreparedModel> batch);
   // Bytes a new model's weights + decode scratch may take: what max_model_bytes leaves after the
   // loaded models' weights, else (CUDA) the device's free memory; 0 = no limit known.
   uint64_t ResidentBudget() const;

@@ -125,49 +125,64 @@ grpc::ServerUnaryReactor* GenerationService::GetLoadReport(grpc::CallbackServerC
 
 // ---- Admin ------------------------------------------------------------------------------------
 
-Status LoadAndWarm(ServiceContext& ctx, const ModelSpec& spec, int64_t warmup_tokens) {
-  LogEvent("info", "model_loading", {{"model", spec.name}, {"path", spec.path}});
-  Status loaded = ctx.engine->LoadModel(spec);
-  if (!loaded.ok()) {
-    LogEvent("error", "model_load_failed", {{"model", spec.name}, {"error", loaded.ToString()}});
-    return loaded;
-  }
-  if (warmup_tokens > 0) {
-    GenerateRequest warm;
-    warm.model = spec.name;
-    warm.prompt_tokens = {0};
-    warm.max_tokens = warmup_tokens;
-    warm.ignore_eos = true;
-    warm.client_request_id = "warmup";
-    warm.warmup = true;
-    auto done = std::make_shared<std::promise<Status>>();
-    auto id = ctx.engine->Submit(std::move(warm), [done](RequestEvent&& event) {
-      if (event.finished) done->set_value(event.status);
-    });
-    Status warmed = id.ok() ? done->get_future().get() : id.status();
-    if (!warmed.ok()) {
-      LogEvent("error", "model_warmup_failed", {{"model", spec.name}, {"error", warmed.ToString()}});
-      // All or nothing: the model leaves no name, KV share or memory behind.
-      Status unloaded = ctx.engine->UnloadModel(spec.name);
-      ctx.resources->Forget(spec.name);
-      if (!unloaded.ok()) LogEvent("error", "model_unload_failed", {{"model", spec.name}, {"error", unloaded.ToString()}});
-      return Status(warmed.code(), "model '" + spec.name + "' failed its warm-up request and was unloaded: " +
-                                       warmed.message());
-    }
-  }
-  if (ctx.set_model_serving) ctx.set_model_serving(spec.name, true);
-  // The load report: what the model holds in memory and how long loading took.
-  std::vector<std::pair<std::string, std::string>> fields = {{"model", spec.name}};
+namespace {
+
+// The warm-up request of a registered model; on failure the model is unloaded again.
+Status WarmUp(ServiceContext& ctx, const ModelSpec& spec, int64_t warmup_tokens) {
+  if (warmup_tokens <= 0) return Status();
+  GenerateRequest warm;
+  warm.model = spec.name;
+  warm.prompt_tokens = {0};
+  warm.max_tokens = warmup_tokens;
+  warm.ignore_eos = true;
+  warm.client_request_id = "warmup";
+  warm.warmup = true;
+  auto done = std::make_shared<std::promise<Status>>();
+  auto id = ctx.engine->Submit(std::move(warm), [done](RequestEvent&& event) {
+    if (event.finished) done->set_value(event.status);
+  });
+  Status warmed = id.ok() ? done->get_future().get() : id.status();
+  if (warmed.ok()) return Status();
+  LogEvent("error", "model_warmup_failed", {{"model", spec.name}, {"error", warmed.ToString()}});
+  // All or nothing: the model leaves no name, KV share or memory behind.
+  Status unloaded = ctx.engine->UnloadModel(spec.name);
+  ctx.resources->Forget(spec.name);
+  if (!unloaded.ok()) LogEvent("error", "model_unload_failed", {{"model", spec.name}, {"error", unloaded.ToString()}});
+  return Status(warmed.code(), "model '" + spec.name + "' failed its warm-up request and was unloaded: " + warmed.message());
+}
+
+// The load report line: what the model holds in memory and how long loading took.
+void LogModelReady(ServiceContext& ctx, const std::string& name) {
+  std::vector<std::pair<std::string, std::string>> fields = {{"model", name}};
   for (const ModelInfo& m : ctx.engine->Models()) {
-    if (m.name != spec.name) continue;
+    if (m.name != name) continue;
     fields.insert(fields.end(), {{"format", m.df11 ? "df11" : "bf16"},
                                  {"weight_bytes", std::to_string(m.weight_bytes)},
                                  {"bf16_weight_bytes", std::to_string(m.bf16_weight_bytes)},
                                  {"scratch_bytes", std::to_string(m.scratch_bytes)},
+                                 {"shared_scratch_bytes", std::to_string(m.shared_scratch_bytes)},
                                  {"kv_bytes", std::to_string(m.kv_bytes)},
                                  {"load_seconds", std::to_string(m.load_seconds)}});
   }
   LogEvent("info", "model_ready", fields);
+}
+
+}  // namespace
+
+Status LoadAndWarm(ServiceContext& ctx, const std::vector<ModelSpec>& specs, int64_t warmup_tokens) {
+  for (const ModelSpec& spec : specs) LogEvent("info", "model_loading", {{"model", spec.name}, {"path", spec.path}});
+  Status loaded = ctx.engine->LoadModels(specs);
+  if (!loaded.ok()) {
+    for (const ModelSpec& spec : specs) {
+      LogEvent("error", "model_load_failed", {{"model", spec.name}, {"error", loaded.ToString()}});
+    }
+    return loaded;
+  }
+  for (const ModelSpec& spec : specs) {
+    DF11_RETURN_IF_ERROR(WarmUp(ctx, spec, warmup_tokens));
+    if (ctx.set_model_serving) ctx.set_model_serving(spec.name, true);
+    LogModelReady(ctx, spec.name);
+  }
   return Status();
 }
 
@@ -218,7 +233,7 @@ grpc::ServerUnaryReactor* AdminService::LoadModel(grpc::CallbackServerContext* c
   std::function<std::function<Status()>(const pb::LoadModelRequest&)> make_work =
       [this, out](const pb::LoadModelRequest& request) -> std::function<Status()> {
     return [this, out, spec = SpecOf(request)]() -> Status {
-      DF11_RETURN_IF_ERROR(LoadAndWarm(ctx_, spec, ctx_.warmup_tokens));
+      DF11_RETURN_IF_ERROR(LoadAndWarm(ctx_, {spec}, ctx_.warmup_tokens));
       pb::LoadModelResponse response;
       for (const auto& info : ctx_.engine->Models()) {
         if (info.name == spec.name) FillModelInfo(info, response.mutable_model());

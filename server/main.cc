@@ -96,15 +96,14 @@ int main(int argc, char** argv) {
   // configured model that fails to load stops the daemon (exit 1): an orchestrator sees it.
   std::atomic<bool> startup_failed{false};
   std::thread loader([&] {
-    for (const auto& spec : config.models) {
-      if ((*server)->context().draining.load()) return;
-      if (Status s = LoadAndWarm((*server)->context(), spec, config.warmup_tokens); !s.ok()) {
-        LogEvent("error", "startup_model_failed", {{"model", spec.name}, {"error", s.ToString()}});
-        std::fprintf(stderr, "df11d: model '%s': %s\n", spec.name.c_str(), s.ToString().c_str());
-        startup_failed = true;
-        ::kill(::getpid(), SIGTERM);
-        return;
-      }
+    // All configured models as one load: every model's weights first, then the KV pool from what
+    // they leave (no memory flags needed for several models on one GPU).
+    if (Status s = LoadAndWarm((*server)->context(), config.models, config.warmup_tokens); !s.ok()) {
+      LogEvent("error", "startup_model_failed", {{"error", s.ToString()}});
+      std::fprintf(stderr, "df11d: %s\n", s.ToString().c_str());
+      startup_failed = true;
+      ::kill(::getpid(), SIGTERM);
+      return;
     }
     (*server)->SetStartupDone();
     LogEvent("info", "serving", {{"models", std::to_string(config.models.size())}});

@@ -133,7 +133,8 @@ void WriteMemory(const EngineSnapshot& engine, const std::map<std::string, Model
        [](const ModelInfo& m, const EngineStats&) { return double(m.bf16_weight_bytes); },
        &ModelMemoryPeaks::weight_bf16},
       {"df11_model_scratch_bytes", "df11_model_scratch_peak_bytes",
-       "Decompression scratch and step workspace (as the engine reports it per model).",
+       "The model's own step workspace (CPU: and its decode scratch); the shared GPU decode scratch is "
+       "df11_shared_scratch_bytes.",
        [](const ModelInfo& m, const EngineStats&) { return double(m.scratch_bytes); }, &ModelMemoryPeaks::scratch},
       {"df11_model_kv_cache_bytes", "df11_model_kv_cache_peak_bytes", "KV-cache memory reserved for the model.",
        [](const ModelInfo& m, const EngineStats&) { return double(m.kv_bytes); }, &ModelMemoryPeaks::kv_cache},
@@ -141,6 +142,8 @@ void WriteMemory(const EngineSnapshot& engine, const std::map<std::string, Model
        [](const ModelInfo& m, const EngineStats& s) { return double(KvUsedBytes(m, s)); },
        &ModelMemoryPeaks::kv_cache_used},
   };
+  w.Gauge("df11_shared_scratch_bytes", "DF11 decode scratch shared by every model on the GPU (counted once).")
+      .Sample({}, double(engine.stats.shared_scratch_bytes));
   for (const MemoryField& field : kMemory) {
     w.Gauge(field.name, field.help);
     for (const ModelInfo& m : engine.models) w.Sample({{"model", m.name}}, field.current(m, engine.stats));

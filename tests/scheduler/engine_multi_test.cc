@@ -117,6 +117,43 @@ TEST_F(EngineMultiTest, KvBudgetIsSplitByShareAfterMinimums) {
   EXPECT_EQ((*engine)->Models().size(), 1u);
 }
 
+// df11d loads its configured models as one: all weights, then one KV split over all of them,
+// all or nothing.
+TEST_F(EngineMultiTest, LoadModelsSplitsOnceAndIsAllOrNothing) {
+  EngineOptions o = SmallEngineOptions();
+  auto model = Model::Load(Dir("a"));
+  ASSERT_TRUE(model.ok());
+  const int64_t bpb = KvCache::BytesPerBlock((*model)->config(), o.block_size, Device::kCpu);
+  o.kv_memory_bytes = 100 * bpb;
+  auto engine = Engine::Create(o);
+  ASSERT_TRUE(engine.ok());
+  // One bad model: none of the batch is registered, and the error names it.
+  const Status bad = (*engine)->LoadModels({{.name = "one", .path = Dir("a"), .kv_min_blocks = 10},
+                                            {.name = "gone", .path = Dir("missing")}});
+  EXPECT_EQ(bad.code(), StatusCode::kNotFound) << bad.ToString();
+  EXPECT_EQ(bad.message().rfind("model 'gone': ", 0), 0u) << bad.ToString();
+  EXPECT_TRUE((*engine)->Models().empty());
+  // A batch whose minimums do not fit together: refused whole.
+  EXPECT_EQ((*engine)->LoadModels({{.name = "one", .path = Dir("a"), .kv_min_blocks = 60},
+                                   {.name = "two", .path = Dir("a"), .kv_min_blocks = 60}})
+                .code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_TRUE((*engine)->Models().empty());
+  ASSERT_TRUE((*engine)->LoadModels({{.name = "one", .path = Dir("a"), .kv_share = 3, .kv_min_blocks = 10},
+                                     {.name = "two", .path = Dir("a"), .kv_share = 1, .kv_min_blocks = 20}})
+                  .ok());
+  // The same split as two single loads give (see KvBudgetIsSplitByShareAfterMinimums).
+  std::map<std::string, int64_t> blocks;
+  for (const ModelInfo& m : (*engine)->Models()) blocks[m.name] = m.kv_blocks_total;
+  EXPECT_EQ(blocks["one"], 10 + 52);
+  EXPECT_EQ(blocks["two"], 20 + 17);
+  Recorder rec;
+  ASSERT_TRUE((*engine)->Submit(Greedy("one", TestPrompt(5, 1), 4), rec.Sink(0)).ok());
+  ASSERT_TRUE((*engine)->Submit(Greedy("two", TestPrompt(5, 1), 4), rec.Sink(1)).ok());
+  ASSERT_TRUE(rec.WaitFinished(2));
+  EXPECT_EQ(rec.Get(0).tokens, rec.Get(1).tokens);
+}
+
 TEST_F(EngineMultiTest, QueueOverflowRejectsInsteadOfGrowing) {
   EngineOptions o = SmallEngineOptions();
   o.max_waiting = 4;

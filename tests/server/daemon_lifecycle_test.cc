@@ -204,7 +204,7 @@ TEST_F(DaemonLifecycleTest, ConfiguredModelThatFailsToLoadExitsOne) {
                                                << R"(/missing"}]})";
   Daemon d({"--config", tmp_.path() + "/models.json"}, tmp_.path());
   EXPECT_EQ(d.Wait(), 1);
-  EXPECT_NE(d.LogText().find("model 'gone': NOT_FOUND"), std::string::npos) << d.LogText();
+  EXPECT_NE(d.LogText().find("NOT_FOUND: model 'gone': "), std::string::npos) << d.LogText();
   Daemon bad_file({"--config", tmp_.path() + "/nope.json"}, tmp_.path());
   EXPECT_EQ(bad_file.Wait(), 2);
   EXPECT_NE(bad_file.LogText().find("nope.json: cannot open config file"), std::string::npos) << bad_file.LogText();
