@@ -15,7 +15,7 @@
 
 #include "kernels/df11_codec.h"
 #include "kernels/df11_decode_cuda.h"
-#include "kernels/parallel.h"
+#include "kernels/base/parallel.h"
 #include "tests/kernels/df11_test_util.h"
 
 namespace {

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/model.h"
+#include "runtime/model/model.h"
 
 namespace df11 {
 namespace {

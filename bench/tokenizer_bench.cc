@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/detokenizer.h"
-#include "runtime/tokenizer.h"
+#include "runtime/tokenizer/detokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace {
 

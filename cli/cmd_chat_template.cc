@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "runtime/chat_template.h"
+#include "runtime/template/chat_template.h"
 
 namespace df11::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include <future>
 #include <sstream>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 #include "proto/df11.grpc.pb.h"
 
 namespace df11::cli {

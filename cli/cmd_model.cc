@@ -10,9 +10,9 @@
 
 #include "cli/command.h"
 #include "kernels/df11_codec.h"
-#include "runtime/checkpoint.h"
-#include "runtime/compress.h"
-#include "runtime/random_model.h"
+#include "runtime/format/checkpoint.h"
+#include "runtime/format/compress.h"
+#include "runtime/format/random_model.h"
 
 namespace df11::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "cli/command.h"
-#include "runtime/model.h"
+#include "runtime/model/model.h"
 
 namespace df11::cli {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "cli/command.h"
-#include "runtime/tokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace df11::cli {
 namespace {

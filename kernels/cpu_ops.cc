@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/parallel.h"
+#include "kernels/base/parallel.h"
 
 namespace df11::cpu {
 namespace {

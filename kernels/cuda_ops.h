@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kernels/df11_decode_cuda.h"  // GpuStream
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 
 namespace df11::cuda {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 
 namespace df11::cuda {
 

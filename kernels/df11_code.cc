@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/df11_code.h"
-#include "kernels/parallel.h"
+#include "kernels/base/parallel.h"
 
 namespace df11 {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/df11_format.h"
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 
 namespace df11 {
 

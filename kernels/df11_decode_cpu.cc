@@ -8,7 +8,7 @@
 
 #include "kernels/df11_codec.h"
 #include "kernels/df11_fast_table.h"
-#include "kernels/parallel.h"
+#include "kernels/base/parallel.h"
 
 namespace df11 {
 namespace {

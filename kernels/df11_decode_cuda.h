@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/df11_format.h"
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 
 struct CUstream_st;
 

@@ -9,7 +9,7 @@
 
 #include "kernels/df11_code.h"
 #include "kernels/df11_codec.h"
-#include "kernels/parallel.h"
+#include "kernels/base/parallel.h"
 
 namespace df11 {
 namespace {

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/status.h"
-#include "runtime/model.h"
-#include "runtime/model_config.h"
-#include "runtime/sampler.h"
-#include "runtime/tokenizer.h"
+#include "kernels/base/status.h"
+#include "runtime/model/model.h"
+#include "runtime/format/model_config.h"
+#include "runtime/model/sampler.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace df11 {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 
 namespace df11 {
 

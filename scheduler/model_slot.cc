@@ -1,7 +1,7 @@
 // One model's requests, KV blocks and steps (see model_slot.h).
 #include "scheduler/model_slot.h"
 
-#include "kernels/parallel.h"
+#include "kernels/base/parallel.h"
 
 #include <algorithm>
 

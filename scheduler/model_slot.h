@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/kv_cache.h"
-#include "runtime/model.h"
+#include "runtime/model/kv_cache.h"
+#include "runtime/model/model.h"
 #include "scheduler/block_pool.h"
 #include "scheduler/engine.h"
 #include "scheduler/sequence.h"

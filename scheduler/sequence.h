@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/detokenizer.h"
+#include "runtime/tokenizer/detokenizer.h"
 #include "scheduler/engine.h"
 #include "scheduler/stop_filter.h"
 

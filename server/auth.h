@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 
 namespace df11::server {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 #include "scheduler/engine.h"
 
 namespace df11::server {

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 
 struct MHD_Daemon;
 struct MHD_Connection;

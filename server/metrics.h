@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 #include "scheduler/engine.h"
 #include "server/http_server.h"
 

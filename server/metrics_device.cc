@@ -1,7 +1,7 @@
 // Build identity and GPU memory for metrics (see metrics_device.h).
 #include "server/metrics_device.h"
 
-#include "runtime/version.h"
+#include "kernels/base/version.h"
 
 #ifdef DF11_HAVE_CUDA
 #include <cuda_runtime.h>

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 #include "proto/df11.pb.h"
 
 namespace df11::server {

@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "kernels/status.h"
-#include "runtime/tokenizer.h"
+#include "kernels/base/status.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "scheduler/engine.h"
 #include "server/openai_request.h"
 

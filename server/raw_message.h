@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 #include "server/service_context.h"
 
 namespace df11::server {

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 
 namespace df11::server {
 namespace {

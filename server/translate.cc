@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "runtime/tokenizer_unicode.h"
+#include "kernels/base/utf8.h"
 
 namespace df11::server {
 namespace {
@@ -84,7 +84,7 @@ grpc::Status ToGrpc(const Status& status) {
 }
 
 Status CheckUtf8(std::string_view bytes, const std::string& field) {
-  size_t bad = tokenizer_internal::FindInvalidUtf8(bytes);
+  size_t bad = FindInvalidUtf8(bytes);
   if (bad == std::string_view::npos) return Status();
   return Invalid(field, "invalid UTF-8 at byte " + std::to_string(bad));
 }

@@ -10,10 +10,10 @@
 #include <memory>
 #include <string>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 #include "proto/df11.pb.h"
-#include "runtime/chat_template.h"
-#include "runtime/tokenizer.h"
+#include "runtime/template/chat_template.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "scheduler/engine.h"
 
 namespace df11::server {

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "kernels/status.h"
+#include "kernels/base/status.h"
 
 namespace df11::server {
 

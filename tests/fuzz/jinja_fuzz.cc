@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "runtime/jinja/json.h"
-#include "runtime/jinja/template.h"
+#include "runtime/template/jinja/json.h"
+#include "runtime/template/jinja/template.h"
 
 namespace {
 

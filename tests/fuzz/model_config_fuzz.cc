@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "runtime/model_config.h"
+#include "runtime/format/model_config.h"
 
 namespace {
 

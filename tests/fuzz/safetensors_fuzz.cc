@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include "runtime/safetensors.h"
+#include "runtime/format/safetensors.h"
 
 namespace {
 

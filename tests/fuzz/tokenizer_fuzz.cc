@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/detokenizer.h"
-#include "runtime/tokenizer.h"
-#include "runtime/tokenizer_unicode.h"
+#include "runtime/tokenizer/detokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "runtime/tokenizer/unicode.h"
 
 namespace {
 
@@ -37,7 +37,7 @@ std::string BuiltInTokenizerJson() {
     }
     bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
     std::string ch;
-    df11::tokenizer_internal::AppendUtf8(ch, printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n));
+    df11::AppendUtf8(printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n), &ch);
     vocab[ch] = b;
   };
   for (int b = 0; b < 256; ++b) add_char(b);
@@ -89,12 +89,12 @@ const df11::Tokenizer& FuzzTokenizer() {
 void CheckDecode(const df11::Tokenizer& tok, const std::vector<int32_t>& ids) {
   for (bool skip : {false, true}) {
     std::string text = tok.Decode(ids, skip);
-    Require(df11::tokenizer_internal::FindInvalidUtf8(text) == std::string::npos);
+    Require(df11::FindInvalidUtf8(text) == std::string::npos);
     df11::IncrementalDetokenizer stream(tok, skip);
     std::string streamed;
     for (int32_t id : ids) {
       std::string piece = stream.Push(id);
-      Require(df11::tokenizer_internal::FindInvalidUtf8(piece) == std::string::npos);
+      Require(df11::FindInvalidUtf8(piece) == std::string::npos);
       streamed += piece;
     }
     streamed += stream.Flush();
@@ -104,7 +104,7 @@ void CheckDecode(const df11::Tokenizer& tok, const std::vector<int32_t>& ids) {
 
 void FuzzEncode(std::string_view text) {
   const df11::Tokenizer& tok = FuzzTokenizer();
-  bool valid = df11::tokenizer_internal::FindInvalidUtf8(text) == std::string_view::npos;
+  bool valid = df11::FindInvalidUtf8(text) == std::string_view::npos;
   for (bool special : {false, true}) {
     auto ids = tok.Encode(text, special);
     if (!valid) {

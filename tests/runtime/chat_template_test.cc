@@ -3,7 +3,7 @@
 // conversations.json is compared with goldens.json (made by scripts/make_chat_goldens.py with
 // python3-jinja2). Templates from the npm tokenizer packages are read from the tokenizer cache
 // (DF11_TOKENIZER_DIR or ~/.cache/df11-serve/tokenizers) and the tests FAIL when it is missing.
-#include "runtime/chat_template.h"
+#include "runtime/template/chat_template.h"
 
 #include <gtest/gtest.h>
 

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/checkpoint.h"
-#include "runtime/compress.h"
-#include "runtime/random_model.h"
+#include "runtime/format/checkpoint.h"
+#include "runtime/format/compress.h"
+#include "runtime/format/random_model.h"
 
 namespace df11 {
 namespace {

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/model.h"
-#include "runtime/tokenizer.h"
+#include "runtime/model/model.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "tests/runtime/model_test_util.h"
 
 namespace df11 {

@@ -9,9 +9,9 @@
 #include <sstream>
 #include <thread>
 
-#include "runtime/jinja/json.h"
-#include "runtime/jinja/pystr.h"
-#include "runtime/jinja/template.h"
+#include "runtime/template/jinja/json.h"
+#include "runtime/template/jinja/pystr.h"
+#include "runtime/template/jinja/template.h"
 
 namespace df11::jinja {
 namespace {
@@ -285,7 +285,7 @@ TEST(PyStrTest, StripSplitAndCase) {
   EXPECT_EQ(pystr::Upper("straße ǆ", &ok), "STRASSE Ǆ");
   EXPECT_EQ(pystr::Lower("ΟΔΟΣ Σ", &ok), "οδος σ");
   EXPECT_TRUE(ok);
-  EXPECT_EQ(pystr::Length("日本"), 2u);
+  EXPECT_EQ(CountCodePoints("日本"), 2u);
 }
 
 TEST(JsonDumpTest, PythonJsonDumps) {

@@ -2,7 +2,7 @@
 // right flags, sizes, rope and layer kinds; transformers 4.5x and 5 spellings of one model give
 // the same ModelConfig; weight names/shapes and DF11 pattern dicts match the checkpoints; every
 // bad input is INVALID_ARGUMENT naming file and field.
-#include "runtime/model_config.h"
+#include "runtime/format/model_config.h"
 
 #include <gtest/gtest.h>
 

@@ -12,9 +12,9 @@
 #include <sstream>
 #include <tuple>
 
-#include "runtime/compress.h"
-#include "runtime/model.h"
-#include "runtime/random_model.h"
+#include "runtime/format/compress.h"
+#include "runtime/model/model.h"
+#include "runtime/format/random_model.h"
 #include "tests/runtime/model_test_util.h"
 
 namespace df11 {

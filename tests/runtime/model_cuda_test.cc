@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/df11_decode_cuda.h"
-#include "runtime/compress.h"
-#include "runtime/model.h"
-#include "runtime/random_model.h"
+#include "runtime/format/compress.h"
+#include "runtime/model/model.h"
+#include "runtime/format/random_model.h"
 #include "tests/runtime/model_test_util.h"
 
 namespace df11 {

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/compress.h"
-#include "runtime/model.h"
+#include "runtime/format/compress.h"
+#include "runtime/model/model.h"
 #include "tests/runtime/model_test_util.h"
 
 namespace df11 {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/model.h"
+#include "runtime/model/model.h"
 
 namespace df11 {
 

@@ -1,6 +1,6 @@
 // Tests for runtime/safetensors: dtype table, a hand-made file, writer round trips, every
 // validation rule of the reader (code + message), and TensorStore over directories.
-#include "runtime/safetensors.h"
+#include "runtime/format/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 // Sampler: greedy, truncation rules, penalties, reproducibility from (seed, step), logprobs.
-#include "runtime/sampler.h"
+#include "runtime/model/sampler.h"
 
 #include <gtest/gtest.h>
 

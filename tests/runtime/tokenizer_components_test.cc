@@ -1,7 +1,7 @@
 // Unit tests of the tokenizer components (normalizers, pre-tokenizers, decoders,
 // post-processors) on hand-made inputs. Expected values were worked out from the HF
 // `tokenizers` semantics and checked against the library itself (tokenizers 0.23 npm binding).
-#include "runtime/tokenizer_components.h"
+#include "runtime/tokenizer/components.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "runtime/detokenizer.h"
+#include "runtime/tokenizer/detokenizer.h"
 #include "tests/runtime/tokenizer_test_util.h"
 
 namespace df11 {

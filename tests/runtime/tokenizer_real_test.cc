@@ -6,8 +6,8 @@
 #include <random>
 #include <thread>
 
-#include "runtime/detokenizer.h"
-#include "runtime/tokenizer_unicode.h"
+#include "runtime/tokenizer/detokenizer.h"
+#include "runtime/tokenizer/unicode.h"
 #include "tests/runtime/tokenizer_test_util.h"
 
 namespace df11 {
@@ -25,11 +25,11 @@ std::string StreamAll(const Tokenizer& tok, const Ids& ids, bool skip) {
   std::string text;
   for (int32_t id : ids) {
     std::string piece = stream.Push(id);
-    EXPECT_EQ(tokenizer_internal::FindInvalidUtf8(piece), std::string::npos) << "after id " << id;
+    EXPECT_EQ(FindInvalidUtf8(piece), std::string::npos) << "after id " << id;
     text += piece;
   }
   std::string rest = stream.Flush();
-  EXPECT_EQ(tokenizer_internal::FindInvalidUtf8(rest), std::string::npos);
+  EXPECT_EQ(FindInvalidUtf8(rest), std::string::npos);
   return text + rest;
 }
 
@@ -70,7 +70,7 @@ TEST_P(RealTokenizerTest, StreamingEqualsDecodeOnRandomIds) {
     for (int32_t& id : ids) id = rng() % 3 == 0 ? any(rng) : low(rng);
     for (bool skip : {false, true}) {
       std::string decoded = tok->Decode(ids, skip);
-      EXPECT_EQ(tokenizer_internal::FindInvalidUtf8(decoded), std::string::npos);
+      EXPECT_EQ(FindInvalidUtf8(decoded), std::string::npos);
       EXPECT_EQ(StreamAll(*tok, ids, skip), decoded) << "round " << round;
     }
   }

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace df11::tokenizer_test {
 

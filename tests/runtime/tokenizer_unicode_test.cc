@@ -1,6 +1,6 @@
 // Tests of the tokenizer's Unicode helpers: UTF-8 validation, Rust-compatible lossy decoding,
 // and NFC/NFD against hand-checked cases of the Unicode normalization algorithm.
-#include "runtime/tokenizer_unicode.h"
+#include "runtime/tokenizer/unicode.h"
 
 #include <gtest/gtest.h>
 

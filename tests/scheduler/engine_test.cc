@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "runtime/compress.h"
+#include "runtime/format/compress.h"
 #include "tests/scheduler/engine_harness.h"
 
 namespace df11 {

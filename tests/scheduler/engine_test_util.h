@@ -18,8 +18,8 @@
 #include <filesystem>
 #include <string>
 
-#include "kernels/status.h"
-#include "runtime/random_model.h"
+#include "kernels/base/status.h"
+#include "runtime/format/random_model.h"
 
 namespace df11 {
 

@@ -2,7 +2,7 @@
 // merge list (BPE applies the lowest-ranked adjacent pair first), special tokens, round trips.
 #include <gtest/gtest.h>
 
-#include "runtime/tokenizer.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "tests/scheduler/engine_test_util.h"
 
 namespace df11 {

@@ -1,0 +1,144 @@
+// Model: the forward step of every supported architecture, one generic decoder layer driven by
+// ModelConfig flags (qkv bias, qk-norm, fused projections, sandwich norms, GeGLU/SwiGLU, sliding
+// windows, rope variants, soft-capping). Weights stay as loaded: a DF11 layer unit is decoded
+// into one scratch buffer just before the layer runs; embedding rows are decoded one by one.
+// Step runs a ragged batch of sequences against a caller-owned paged KvCache (kv_cache.h); the
+// model keeps no per-sequence state between steps.
+// On kCuda, weights live in VRAM (DF11 units compressed, BF16 tensors as BF16, norms fp32), each
+// layer's unit is decoded into a DeviceScratch just before the layer, activations are bf16.
+// Files: model.cc (load), model_step.cc (validation, CPU forward, logits), model_cuda_load.cc and
+// model_cuda_step.cc (the CUDA backend, model_cuda.h).
+// Thread-safety: Load'ed models are immutable except for the scratch buffer: one Step at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/base/status.h"
+#include "runtime/format/checkpoint.h"
+#include "runtime/model/device.h"
+#include "runtime/model/kv_cache.h"
+#include "runtime/model/weights.h"
+
+namespace df11 {
+
+struct ModelOptions {
+  Device device = Device::kCpu;
+  int threads = 0;  // 0 = all cores
+  // kCuda: the DF11 decode scratch, shareable between models on one GPU; allocated if null.
+  std::shared_ptr<DeviceScratch> scratch = nullptr;
+  // > 0: RESOURCE_EXHAUSTED before any weight is uploaded when the resident weights plus the
+  // decode scratch would need more bytes than this (the engine passes what its budget leaves).
+  uint64_t max_resident_bytes = 0;
+};
+
+// One sequence of a step: its new tokens, appended after `num_cached` cached positions.
+struct SequenceInput {
+  std::vector<int32_t> tokens;       // [n] new token ids, n >= 1
+  int64_t num_cached = 0;            // positions already in the cache = position of tokens[0]
+  std::vector<int32_t> block_table;  // KV blocks of positions [0, num_cached + n) (more are ignored)
+  std::vector<int64_t> logits_for;   // indices into `tokens` whose next-token logits are wanted
+};
+
+struct StepInput {
+  std::vector<SequenceInput> sequences;
+  KvCache* kv_cache = nullptr;  // the new tokens' K/V are written into it; must match the model
+  bool profile = false;         // CUDA: time GEMMs and attention with events (StepOutput)
+};
+
+struct StepOutput {
+  int64_t vocab_size = 0;
+  double step_seconds = 0;        // wall time of the whole step (GPU: until logits are on the host)
+  double decompress_seconds = 0;  // of which DF11 decoding (units and embedding rows)
+  double gemm_seconds = 0;        // of which GEMMs (CUDA, StepInput::profile only)
+  double attention_seconds = 0;   // of which KV writes + attention (CUDA, StepInput::profile only)
+  // [rows.size(), vocab_size] fp32. Reuse one StepOutput across steps: the vector keeps its
+  // capacity (a fresh one per step pays page faults on up to rows x vocab x 4 bytes, 78 MB at
+  // 128 rows of a 152k vocabulary).
+  std::vector<float> logits;
+  std::vector<std::pair<int64_t, int64_t>> rows;  // per logits row: (sequence, index into tokens)
+};
+
+// What loading did, for logs and metrics. Bytes are device bytes of the model's device.
+struct LoadReport {
+  Device device = Device::kCpu;
+  bool df11 = false;
+  uint64_t weight_bytes = 0;       // resident weights: compressed units + plain tensors (+ norms)
+  uint64_t bf16_weight_bytes = 0;  // the same weights as BF16
+  uint64_t scratch_bytes = 0;      // this model's own: step workspace (CPU: + its decode scratch)
+  // CUDA: the DF11 decode scratch this model needs in the buffer that every model on the GPU
+  // shares (ModelOptions::scratch), so counted once per GPU, not per model; 0 on the CPU.
+  uint64_t shared_scratch_bytes = 0;
+  double load_seconds = 0;
+};
+
+class Model {
+ public:
+  // Opens DIR (DF11 or BF16 checkpoint) and resolves every weight. Errors name the directory and
+  // the tensor (missing, wrong shape or dtype). UNIMPLEMENTED for a device other than kCpu.
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options = {});
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const Checkpoint& checkpoint() const { return *checkpoint_; }
+  const LoadReport& load_report() const { return report_; }
+
+  // Runs one forward step. The KV cache must live on the model's device. Validates first and
+  // touches nothing on error:
+  //   INVALID_ARGUMENT: no sequences / no tokens, token id outside [0, vocab), negative
+  //     num_cached, a block table too short for its positions, logits_for out of range, two new
+  //     tokens mapping to the same cache slot, a KV cache of another shape;
+  //   OUT_OF_RANGE: a position >= max_position_embeddings, a block id outside the cache.
+  Status Step(const StepInput& input, StepOutput& output);
+
+ private:
+  struct LayerWeights {
+    std::vector<float> input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;
+    std::vector<float> q_norm, k_norm;     // [head_dim] when qk_norm
+    LinearWeight q, k, v, qkv, o;          // qkv when fused_qkv, else q/k/v
+    LinearWeight gate, up, gate_up, down;  // gate_up when fused_gate_up, else gate/up
+  };
+  struct RopeKind {
+    std::vector<float> inv_freq;  // [rotary_dim / 2]
+    int64_t rotary_dim = 0;
+  };
+  struct Plan;       // model_step.cc
+  struct Workspace;  // model_step.cc
+  struct CudaState;  // model_cuda.h
+
+  Model() = default;
+  Status LoadLayer(int64_t layer, LayerWeights& out);
+  Status LoadHeads();
+  void FillLoadReport(uint64_t largest_unit_elements);
+
+  Status Validate(const StepInput& input) const;
+  Status Embed(const std::vector<int32_t>& tokens, float* hidden);
+  Status Linear(const LinearWeight& w, const float* x, int64_t tokens, float* y);
+  Status AttentionBlock(int64_t layer, const Plan& plan, KvCache& cache, Workspace& ws, float* hidden);
+  Status MlpBlock(int64_t layer, const Plan& plan, Workspace& ws, float* hidden);
+  Status Logits(const StepInput& input, const Plan& plan, const float* hidden, StepOutput& output);
+  Status LoadCuda();                                            // model_cuda_load.cc
+  Status StepCuda(const StepInput& input, StepOutput& output);  // model_cuda_step.cc
+
+  std::unique_ptr<Checkpoint> checkpoint_;
+  ModelConfig config_;
+  ModelOptions options_;
+  std::vector<LayerWeights> layers_;
+  std::vector<float> final_norm_;
+  LinearWeight embedding_;  // [vocab, hidden]; gathered row by row, never decoded whole
+  LinearWeight lm_head_;    // [vocab, hidden]; the lm_head unit/tensor, or the embedding when tied
+  RopeKind rope_global_, rope_local_;
+  UnitScratch scratch_;
+  LoadReport report_;
+  std::unique_ptr<CudaState> cuda_;  // kCuda only
+};
+
+// Inverse rotary frequencies [rotary_dim / 2] computed in fp32 exactly as transformers'
+// _compute_default_rope_parameters / _compute_linear_scaling_rope_parameters /
+// _compute_llama3_parameters; rotary_dim = int(head_dim * partial_rotary_factor), even.
+std::vector<float> RopeInvFreq(const RopeConfig& rope, int64_t head_dim);
+
+}  // namespace df11

@@ -1,0 +1,111 @@
+// The CUDA backend of Model (internal to model*.cc): weights resident in VRAM and the per-step
+// buffers. A DeviceLinear is the device twin of a LinearWeight: a BF16 matrix in its own
+// allocation, or a DF11 unit plus where the matrix lands in the DeviceScratch once that unit is
+// decoded. Every matrix sits 256-byte aligned either way, so cuBLAS runs the same kernel on a
+// DF11 weight and its BF16 twin (bit-identical logits).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/model/model.h"
+
+#if DF11_HAVE_CUDA
+#include "kernels/cuda_gemm.h"
+#include "kernels/cuda_ops.h"
+#include "kernels/df11_decode_cuda.h"
+#endif
+
+namespace df11 {
+
+#if DF11_HAVE_CUDA
+
+struct DeviceLinear {
+  int64_t out_features = 0;
+  int64_t in_features = 0;
+  const uint16_t* plain = nullptr;  // BF16 [out, in] in VRAM, or
+  int unit = -1;                    // index into CudaState::units (DF11)
+  uint64_t scratch_offset = 0;      // elements into the scratch where the decoded matrix starts
+  uint64_t unit_offset = 0;         // elements into the unit (embedding rows)
+  const float* bias = nullptr;      // [out] fp32 or null
+};
+
+// One uploaded DF11 unit and how it decodes into the scratch: element ranges [begin, end) of
+// the unit to scratch offsets, all multiples of 128 elements (one range when the unit's slices
+// already are).
+struct DeviceUnitPlan {
+  struct Range {
+    uint64_t begin = 0, end = 0, scratch_offset = 0;
+  };
+  const Df11Unit* host = nullptr;
+  DeviceUnitBuffer buffer;
+  std::vector<Range> ranges;
+  uint64_t scratch_elements = 0;
+};
+
+struct DeviceLayer {
+  const float *input_norm = nullptr, *post_attention_norm = nullptr;
+  const float *pre_feedforward_norm = nullptr, *post_feedforward_norm = nullptr;
+  const float *q_norm = nullptr, *k_norm = nullptr;
+  DeviceLinear q, k, v, qkv, o, gate, up, gate_up, down;
+};
+
+// Activations of one step, carved from CudaState::activations (each 256-byte aligned), bf16.
+struct StepBuffers {
+  uint16_t *hidden, *normed;  // [T, hidden]
+  uint16_t *q, *k, *v, *qkv;  // [T, heads * head_dim], [T, kv_dim] x 2, [T, q + 2 kv] (fused_qkv)
+  uint16_t *attn, *proj;      // [T, heads * head_dim], [T, hidden]
+  uint16_t *gate, *up, *act;  // [T, inter] (gate: [T, 2 inter] when fused_gate_up)
+  uint16_t* embed_rows;       // [T, hidden] decoded DF11 embedding rows
+  uint16_t *selected, *logits;  // [R, hidden], [R, vocab]
+  float* logits_f32;            // [R, vocab] (soft-capped), copied to the host
+};
+
+struct Model::CudaState {
+  CudaState() = default;
+  ~CudaState() { cuda::DestroyStream(stream); }
+  CudaState(const CudaState&) = delete;
+  CudaState& operator=(const CudaState&) = delete;
+
+  GpuStream stream = nullptr;
+  cuda::GemmHandle gemm;
+  std::shared_ptr<DeviceScratch> scratch;
+  uint64_t scratch_needed = 0;                // bytes this model needs of the scratch
+  std::vector<cuda::DeviceBuffer> resident;   // BF16 weights, norms, biases, inverse frequencies
+  std::vector<std::unique_ptr<DeviceUnitPlan>> units;
+  std::vector<DeviceLayer> layers;
+  DeviceLinear embedding, lm_head;
+  const float* final_norm = nullptr;
+  const float *inv_freq_global = nullptr, *inv_freq_local = nullptr;
+
+  // Per step.
+  int loaded_unit = -1;              // unit decoded in the scratch now (-1: none / unknown)
+  cuda::DeviceBuffer activations;    // bf16 buffers of the step, grown on demand
+  cuda::DeviceBuffer batch_arrays;   // int32 token/position/table arrays of the step
+  cuda::DeviceBuffer attention_workspace;  // split-KV partials (cuda::AttentionWorkspaceFloats)
+  cuda::EventTimer decode_timer;
+  cuda::EventTimer gemm_timer, attention_timer;  // StepInput::profile
+  bool profile = false;
+  uint64_t weight_bytes = 0, bf16_weight_bytes = 0;  // for the LoadReport
+
+  // Load helpers (model_cuda_load.cc).
+  StatusOr<const float*> UploadFloats(const std::vector<float>& values, const char* what);
+  StatusOr<int> UploadUnit(const Df11Unit& unit);
+  // `decoded`: the weight goes through Linear (its unit must fit the scratch).
+  StatusOr<DeviceLinear> UploadLinear(const Checkpoint& checkpoint, const LinearWeight& w, bool decoded);
+  // Step helpers (model_cuda_step.cc).
+  StatusOr<StepBuffers> PrepareBuffers(const ModelConfig& c, int64_t tokens, int64_t rows);
+  // Makes w's BF16 matrix available (decoding its unit into the scratch if needed).
+  StatusOr<const uint16_t*> WeightData(const DeviceLinear& w);
+  // y[T, out] = x[T, in] · W^T (+ bias), bf16.
+  Status Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y);
+};
+
+#else
+
+struct Model::CudaState {};
+
+#endif
+
+}  // namespace df11

@@ -1,0 +1,147 @@
+// Model::LoadCuda: weights into VRAM (see model_cuda.h). DF11 units are uploaded compressed,
+// BF16 tensors copied as BF16, norm weights and biases as fp32; no BF16 copy of a DF11 weight.
+#include <algorithm>
+
+#include "runtime/model/model_cuda.h"
+
+namespace df11 {
+
+#if DF11_HAVE_CUDA
+
+namespace {
+
+constexpr uint64_t kAlignElements = 128;  // 256 bytes of BF16
+
+uint64_t AlignUp(uint64_t v) { return (v + kAlignElements - 1) / kAlignElements * kAlignElements; }
+
+}  // namespace
+
+StatusOr<const float*> Model::CudaState::UploadFloats(const std::vector<float>& values, const char* what) {
+  if (values.empty()) return static_cast<const float*>(nullptr);
+  const uint64_t bytes = values.size() * sizeof(float);
+  DF11_ASSIGN_OR_RETURN(cuda::DeviceBuffer buffer, cuda::DeviceBuffer::Allocate(bytes, what));
+  DF11_RETURN_IF_ERROR(cuda::CopyToDevice(buffer.data(), values.data(), bytes, stream));
+  weight_bytes += bytes;
+  bf16_weight_bytes += values.size() * 2;
+  resident.push_back(std::move(buffer));
+  return resident.back().as<const float>();
+}
+
+StatusOr<int> Model::CudaState::UploadUnit(const Df11Unit& unit) {
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (units[i]->host == &unit) return static_cast<int>(i);
+  }
+  auto plan = std::make_unique<DeviceUnitPlan>();
+  plan->host = &unit;
+  StatusOr<DeviceUnitBuffer> buffer = DeviceUnitBuffer::Upload(unit.view, unit.layout);
+  if (!buffer.ok()) return buffer.status().WithContext(unit.path);
+  plan->buffer = std::move(buffer).value();
+  const bool aligned = std::all_of(unit.weights.begin(), unit.weights.end(),
+                                   [](const UnitWeight& w) { return w.offset % kAlignElements == 0; });
+  if (aligned) {
+    plan->ranges.push_back({0, unit.layout.num_elements, 0});
+    plan->scratch_elements = unit.layout.num_elements;
+  } else {  // NOTE: odd slice offsets (tiny models): decode each slice to an aligned place.
+    for (const UnitWeight& w : unit.weights) {
+      plan->ranges.push_back({w.offset, w.offset + w.numel, plan->scratch_elements});
+      plan->scratch_elements = AlignUp(plan->scratch_elements + w.numel);
+    }
+  }
+  weight_bytes += plan->buffer.device_bytes();
+  bf16_weight_bytes += 2 * unit.layout.num_elements;
+  units.push_back(std::move(plan));
+  return static_cast<int>(units.size() - 1);
+}
+
+StatusOr<DeviceLinear> Model::CudaState::UploadLinear(const Checkpoint& checkpoint, const LinearWeight& w,
+                                                      bool decoded) {
+  DeviceLinear d;
+  d.out_features = w.out_features;
+  d.in_features = w.in_features;
+  DF11_ASSIGN_OR_RETURN(d.bias, UploadFloats(w.bias, "bias"));
+  if (w.unit != nullptr) {
+    DF11_ASSIGN_OR_RETURN(d.unit, UploadUnit(*w.unit));
+    const DeviceUnitPlan& plan = *units[d.unit];
+    d.unit_offset = w.unit_offset;
+    bool found = false;
+    for (const DeviceUnitPlan::Range& r : plan.ranges) {
+      if (w.unit_offset >= r.begin && w.unit_offset < r.end) {
+        d.scratch_offset = r.scratch_offset + (w.unit_offset - r.begin);
+        found = true;
+      }
+    }
+    if (!found) return Internal(checkpoint.dir() + ": " + w.name + " is not inside its DF11 unit");
+    if (decoded) scratch_needed = std::max(scratch_needed, 2 * plan.scratch_elements);
+    return d;
+  }
+  DF11_ASSIGN_OR_RETURN(const uint16_t* host, df11::WeightData(w, UnitScratch()));
+  const uint64_t bytes = static_cast<uint64_t>(w.out_features) * w.in_features * 2;
+  DF11_ASSIGN_OR_RETURN(cuda::DeviceBuffer buffer, cuda::DeviceBuffer::Allocate(bytes, w.name.c_str()));
+  DF11_RETURN_IF_ERROR(cuda::CopyToDevice(buffer.data(), host, bytes, stream));
+  DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));  // the host side may be a temporary copy
+  weight_bytes += bytes;
+  bf16_weight_bytes += bytes;
+  resident.push_back(std::move(buffer));
+  d.plain = resident.back().as<const uint16_t>();
+  return d;
+}
+
+Status Model::LoadCuda() {
+  if (CudaDeviceCount() == 0) return FailedPrecondition(checkpoint_->dir() + ": no CUDA device");
+  cuda_ = std::make_unique<CudaState>();
+  CudaState& st = *cuda_;
+  DF11_ASSIGN_OR_RETURN(st.stream, cuda::CreateStream());
+  DF11_RETURN_IF_ERROR(st.gemm.Init(st.stream));
+  st.scratch = options_.scratch ? options_.scratch : std::make_shared<DeviceScratch>();
+  const Checkpoint& ckpt = *checkpoint_;
+  st.layers.resize(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerWeights& w = layers_[l];
+    DeviceLayer& d = st.layers[l];
+    DF11_ASSIGN_OR_RETURN(d.input_norm, st.UploadFloats(w.input_norm, "norm"));
+    DF11_ASSIGN_OR_RETURN(d.post_attention_norm, st.UploadFloats(w.post_attention_norm, "norm"));
+    DF11_ASSIGN_OR_RETURN(d.pre_feedforward_norm, st.UploadFloats(w.pre_feedforward_norm, "norm"));
+    DF11_ASSIGN_OR_RETURN(d.post_feedforward_norm, st.UploadFloats(w.post_feedforward_norm, "norm"));
+    DF11_ASSIGN_OR_RETURN(d.q_norm, st.UploadFloats(w.q_norm, "q_norm"));
+    DF11_ASSIGN_OR_RETURN(d.k_norm, st.UploadFloats(w.k_norm, "k_norm"));
+    const std::pair<const LinearWeight*, DeviceLinear*> linears[] = {
+        {&w.q, &d.q},       {&w.k, &d.k},   {&w.v, &d.v},         {&w.qkv, &d.qkv},  {&w.o, &d.o},
+        {&w.gate, &d.gate}, {&w.up, &d.up}, {&w.gate_up, &d.gate_up}, {&w.down, &d.down}};
+    for (const auto& [host, device] : linears) {
+      if (host->out_features == 0) continue;  // not used by this architecture
+      DF11_ASSIGN_OR_RETURN(*device, st.UploadLinear(ckpt, *host, true));
+    }
+  }
+  DF11_ASSIGN_OR_RETURN(st.embedding, st.UploadLinear(ckpt, embedding_, false));
+  const bool head_is_embedding = lm_head_.unit == embedding_.unit && lm_head_.plain == embedding_.plain &&
+                                 lm_head_.unit_offset == embedding_.unit_offset && lm_head_.owned.empty();
+  if (head_is_embedding && embedding_.unit == nullptr) {
+    st.lm_head = st.embedding;  // tied BF16: one resident copy
+  } else {
+    DF11_ASSIGN_OR_RETURN(st.lm_head, st.UploadLinear(ckpt, lm_head_, true));
+  }
+  DF11_ASSIGN_OR_RETURN(st.final_norm, st.UploadFloats(final_norm_, "final norm"));
+  const uint64_t weights = st.weight_bytes, bf16 = st.bf16_weight_bytes;
+  DF11_ASSIGN_OR_RETURN(st.inv_freq_global, st.UploadFloats(rope_global_.inv_freq, "rope"));
+  DF11_ASSIGN_OR_RETURN(st.inv_freq_local, st.UploadFloats(rope_local_.inv_freq, "rope"));
+  st.weight_bytes = weights;  // rotary tables are not weights
+  st.bf16_weight_bytes = bf16;
+  DF11_RETURN_IF_ERROR(st.scratch->Reserve(st.scratch_needed));
+  DF11_RETURN_IF_ERROR(st.PrepareBuffers(config_, 256, 1).status());
+  DF11_RETURN_IF_ERROR(cuda::Synchronize(st.stream));
+  report_.device = Device::kCuda;
+  report_.df11 = checkpoint_->is_df11();
+  report_.weight_bytes = st.weight_bytes;
+  report_.bf16_weight_bytes = st.bf16_weight_bytes;
+  report_.scratch_bytes = st.activations.bytes() + st.batch_arrays.bytes();
+  report_.shared_scratch_bytes = st.scratch_needed;
+  return Status::Ok();
+}
+
+#else
+
+Status Model::LoadCuda() { return Unimplemented(checkpoint_->dir() + ": this build has no CUDA"); }
+
+#endif
+
+}  // namespace df11

@@ -1,0 +1,131 @@
+// Internal to runtime/jinja: the expression half of the Jinja parser (token cursor, error
+// reporting, expressions, filters, tests, assignment targets). Statements are parsed by
+// the Parser in parser.cc, which derives from this class.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "runtime/template/jinja/ast.h"
+#include "runtime/template/jinja/lexer.h"
+#include "runtime/template/jinja/parser.h"
+
+namespace df11::jinja {
+
+class ParserBase {
+ public:
+  explicit ParserBase(std::vector<Token> tokens) : t_(std::move(tokens)) {}
+
+ protected:
+  using TT = Token::Type;
+
+  // ---- token helpers ----
+  const Token& Cur() const { return t_[p_]; }
+  const Token& Look() const { return t_[p_ + 1 < t_.size() ? p_ + 1 : p_]; }
+  void Advance() {
+    if (p_ + 1 < t_.size()) ++p_;
+  }
+  bool IsOp(const char* v) const { return Cur().type == TT::kOperator && Cur().value == v; }
+  bool IsName(const char* v) const { return Cur().type == TT::kName && Cur().value == v; }
+  bool SkipOp(const char* v) {
+    if (!IsOp(v)) return false;
+    Advance();
+    return true;
+  }
+  bool SkipName(const char* v) {
+    if (!IsName(v)) return false;
+    Advance();
+    return true;
+  }
+
+  Status Fail(const Token& at, const std::string& msg, StatusCode code = StatusCode::kInvalidArgument) {
+    return Status(code, "template syntax error at line " + std::to_string(at.line) + ", col " +
+                            std::to_string(at.col) + ": " + msg);
+  }
+  std::string Describe(const Token& tok) const {
+    if (tok.type == TT::kName || tok.type == TT::kOperator) return "'" + tok.value + "'";
+    return TokenTypeName(tok.type);
+  }
+  Status ExpectOp(const char* v) {
+    if (SkipOp(v)) return Status::Ok();
+    return Fail(Cur(), std::string("expected '") + v + "', got " + Describe(Cur()));
+  }
+  Status Expect(TT type) {
+    if (Cur().type != type) return Fail(Cur(), std::string("expected ") + TokenTypeName(type) + ", got " + Describe(Cur()));
+    Advance();
+    return Status::Ok();
+  }
+  StatusOr<std::string> ExpectName() {
+    if (Cur().type != TT::kName) return Fail(Cur(), "expected name, got " + Describe(Cur()));
+    std::string v = Cur().value;
+    Advance();
+    return v;
+  }
+
+  ExprPtr Node(Expr::Kind kind, const Token& at) {
+    auto e = std::make_unique<Expr>();
+    e->kind = kind;
+    e->line = at.line;
+    e->col = at.col;
+    return e;
+  }
+  StmtPtr MakeStmt(Stmt::Kind kind, const Token& at) {
+    auto s = std::make_unique<Stmt>();
+    s->kind = kind;
+    s->line = at.line;
+    s->col = at.col;
+    return s;
+  }
+
+  struct DepthGuard {
+    explicit DepthGuard(int* d) : d_(d) { ++*d_; }
+    ~DepthGuard() { --*d_; }
+    int* d_;
+  };
+  Status CheckDepth() {
+    if (depth_ > kMaxParseDepth) return Fail(Cur(), "template nesting too deep (limit " + std::to_string(kMaxParseDepth) + ")");
+    return Status::Ok();
+  }
+
+  // ---- assignment targets ----
+  StatusOr<ExprPtr> ParseAssignTarget(std::initializer_list<const char*> extra_end);
+  Status CheckAssignable(const Expr& e, const Token& at);
+
+  // ---- expressions (jinja2 precedence) ----
+  StatusOr<ExprPtr> ParseTuple(bool simplified, bool with_condexpr, std::initializer_list<const char*> extra_end,
+                               bool explicit_parens);
+  bool IsTupleEnd(std::initializer_list<const char*> extra_end) const;
+  StatusOr<ExprPtr> ParseExpression(bool with_condexpr);
+  StatusOr<ExprPtr> ParseOr();
+  StatusOr<ExprPtr> ParseAnd();
+  StatusOr<ExprPtr> ParseNot();
+  StatusOr<ExprPtr> ParseCompare();
+  StatusOr<ExprPtr> Binary(ExprPtr left, const Token& at, std::string op, ExprPtr right);
+  StatusOr<ExprPtr> ParseMath1();
+  StatusOr<ExprPtr> ParseConcat();
+  StatusOr<ExprPtr> ParseMath2();
+  StatusOr<ExprPtr> ParsePow();
+  StatusOr<ExprPtr> ParseUnary(bool with_filter);
+  StatusOr<ExprPtr> ParsePrimary();
+  StatusOr<ExprPtr> ParseList();
+  StatusOr<ExprPtr> ParseDict();
+  StatusOr<ExprPtr> ParsePostfix(ExprPtr node);
+  StatusOr<ExprPtr> ParseFilterExpr(ExprPtr node);
+  StatusOr<ExprPtr> ParseSubscript(ExprPtr node);
+  StatusOr<ExprPtr> ParseSubscribed();
+  StatusOr<std::unique_ptr<ArgList>> ParseCallArgs();
+  StatusOr<ExprPtr> ParseCall(ExprPtr callee);
+  StatusOr<std::string> DottedName();
+  // `node | f | g(...)`; with start_inline the first filter has no leading pipe.
+  StatusOr<ExprPtr> ParseFilter(ExprPtr node, bool start_inline);
+  StatusOr<ExprPtr> ParseTest(ExprPtr node);
+  Status CheckFilterName(const std::string& name, const Token& at);
+  Status CheckTestName(const std::string& name, const Token& at);
+
+  std::vector<Token> t_;
+  size_t p_ = 0;
+  int depth_ = 0;
+};
+
+}  // namespace df11::jinja
