@@ -170,7 +170,8 @@ struct AttentionParams {
   int64_t sliding_window = 0;  // > 0: position p sees keys j with p - j < sliding_window
   float softcap = 0.0f;        // > 0: scores = softcap * tanh(scores / softcap)
   // Batches with multi-token tiles (prefill) and head_dim % 16 == 0 run Q·K^T and P·V on bf16
-  // tensor cores (WMMA); same rounding points, other fp32 summation orders. Opt-in (new).
+  // tensor cores (WMMA); same rounding points, other fp32 summation orders. The model turns it
+  // on for every step (DF11_ATTENTION_TC=0 selects the FMA kernel); false here is the FMA kernel.
   bool tensor_cores = false;
 };
 // Causal attention of every token over its sequence's cached keys [first, position] (the cache

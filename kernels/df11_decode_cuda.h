@@ -1,7 +1,8 @@
 // CUDA DF11 decoder: a unit uploaded once (compressed, with its derived tables) and decoded on
 // demand, whole or as an element range, into a device BF16 buffer. Bit-exact with DecodeUnitCpu
 // on every unit that passes it; memory-safe (no out-of-bounds access) on any unit that passes
-// ValidateUnit. Host functions return cudaError_t-style ints (0 = success) and never abort.
+// ValidateUnit. Host functions return Status (a failed CUDA call as INTERNAL, or
+// RESOURCE_EXHAUSTED when out of memory, naming the call with file:line) and never abort.
 // Thread-safety: a DeviceUnit is immutable after upload; launches on different streams may run
 // concurrently.
 #pragma once

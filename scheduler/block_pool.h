@@ -1,4 +1,4 @@
-// BlockPool: bookkeeping of one model's paged KV cache (runtime/kv_cache.h) in fixed-size blocks:
+// BlockPool: bookkeeping of one model's paged KV cache (runtime/model/kv_cache.h) in fixed-size blocks:
 // a free list, reference counts, and a prefix cache of FULL blocks keyed by a hash chain
 // (hash of the parent block's hash and this block's token ids), so sequences that share a prompt
 // prefix share its blocks instead of recomputing them. A cached block whose reference count drops

@@ -40,7 +40,6 @@ struct Sequence {
   bool admitted_once = false;  // cached_prompt_tokens counts the first admission only
   bool prefilling() const { return static_cast<int64_t>(tokens.size()) - computed > 1; }
 
-  bool cancelled = false;
   std::optional<FinishReason> pending_finish;  // set off the step path (cancel, deadline)
 
   // Output side.

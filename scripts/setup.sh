@@ -10,7 +10,7 @@ packages=(
   nlohmann-json3-dev libonig-dev libcli11-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libspdlog-dev prometheus-cpp-dev libmicrohttpd-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format clang-tidy
   python3 python3-jinja2 python3-grpcio python3-protobuf python3-yaml openssl
   prometheus podman buildah debootstrap curl
 )

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every test, from a fresh Debian bookworm machine: install, fetch test fixtures (tokenizers, the
 # OpenAI Node SDK), then
-#  1. the Release build (CUDA kernels compiled when nvcc is present) and all CTest tests
-#     (GPU tests skip without a GPU and say so);
+#  1. the Release build (CUDA kernels compiled when nvcc is present), all CTest tests (GPU tests
+#     skip without a GPU and say so), then scripts/lint.sh (clang-format drift, clang-tidy on the
+#     .cc files changed since the merge-base with main);
 #  2. one clang ASan+UBSan build with libFuzzer instrumentation: the codec and parser unit tests
 #     (safetensors, checkpoint, config, tokenizer, Jinja, sampler), then every fuzz target briefly;
 #  3. the container image: the Dockerfile's CPU variant built with podman on a debootstrapped
@@ -21,6 +22,7 @@ jobs=$(nproc)
 echo "== 1/3 Release build and tests"
 scripts/build.sh build
 (cd build && ctest --output-on-failure -j "$jobs")
+scripts/lint.sh
 
 if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
   # One clang build serves both: ASan+UBSan with libFuzzer coverage instrumentation. The unit

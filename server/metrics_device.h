@@ -9,7 +9,7 @@
 namespace df11 {
 
 struct BuildInfo {
-  std::string version;  // runtime/version.h
+  std::string version;  // kernels/base/version.h
   std::string cuda;     // CUDA runtime version "12.4", or "none"
   std::string gpu;      // name of the current CUDA device, or "none"
 };

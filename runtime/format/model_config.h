@@ -84,9 +84,6 @@ inline constexpr int64_t kMaxIntermediateSize = int64_t{1} << 18;
 inline constexpr int64_t kMaxVocabSize = int64_t{1} << 22;
 inline constexpr int64_t kMaxPositions = int64_t{1} << 24;  // max_position_embeddings, sliding_window
 
-// "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3".
-const char* ArchName(Arch arch);
-
 // Parses a config.json object. `source` names the file in errors. Unsupported architectures or
 // values (e.g. an unknown rope_scaling type, hidden_act) are INVALID_ARGUMENT naming the field.
 StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& config, const std::string& source);

@@ -1,4 +1,4 @@
-// Private to runtime/model_config*.cc: a typed, non-throwing reader over one JSON object of a
+// Private to runtime/format/model_config*.cc: a typed, non-throwing reader over one JSON object of a
 // config.json, whose errors name the file and the field ("config.json: text_config.head_dim:
 // expected an integer, got string"), and the rope reader shared by every architecture.
 #pragma once

@@ -87,24 +87,6 @@ void AppendLayer(const ModelConfig& c, int64_t layer, std::vector<WeightSpec>& o
 
 }  // namespace
 
-const char* ArchName(Arch arch) {
-  switch (arch) {
-    case Arch::kLlama:
-      return "llama";
-    case Arch::kMistral:
-      return "mistral";
-    case Arch::kQwen2:
-      return "qwen2";
-    case Arch::kQwen3:
-      return "qwen3";
-    case Arch::kPhi3:
-      return "phi3";
-    case Arch::kGemma3:
-      return "gemma3";
-  }
-  return "unknown";
-}
-
 Status ResolveWeightNames(ModelConfig& config, const std::vector<std::string>& tensor_names) {
   const std::unordered_set<std::string> names(tensor_names.begin(), tensor_names.end());
   std::string tried;

@@ -2,23 +2,12 @@
 #include "runtime/template/chat_template.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "runtime/format/model_dir.h"
 #include "runtime/template/jinja/json.h"
 
 namespace df11 {
 namespace {
-
-StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("cannot open " + path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return DataLoss("error reading " + path.string());
-  return ss.str();
-}
 
 // A special token in tokenizer_config.json: "text", {"content": "text", ...} or null.
 std::optional<std::string> TokenText(const nlohmann::json& token) {
@@ -105,23 +94,19 @@ StatusOr<std::string> ChatTemplate::RenderValues(jinja::Value messages, bool add
 }
 
 StatusOr<ChatTemplate> LoadChatTemplate(const std::string& model_dir, const std::string& name) {
-  namespace fs = std::filesystem;
-  const fs::path dir(model_dir);
+  const std::string config_path = ModelDirPath(model_dir, "tokenizer_config.json");
+  DF11_ASSIGN_OR_RETURN(std::optional<std::string> config_text, ReadOptionalModelDirFile(model_dir, "tokenizer_config.json"));
   nlohmann::json config = nlohmann::json::object();
-  const fs::path config_path = dir / "tokenizer_config.json";
-  if (fs::exists(config_path)) {
-    DF11_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
-    config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (config.is_discarded() || !config.is_object()) {
-      return InvalidArgument(config_path.string() + ": not a JSON object");
-    }
+  if (config_text) {
+    config = nlohmann::json::parse(*config_text, nullptr, /*allow_exceptions=*/false);
+    if (config.is_discarded() || !config.is_object()) return InvalidArgument(config_path + ": not a JSON object");
   }
   // As in transformers, a chat_template.jinja file takes priority over the config entry.
   std::optional<std::string> source;
-  const fs::path jinja_path = dir / "chat_template.jinja";
-  if (name == "default" && fs::exists(jinja_path)) {
-    DF11_ASSIGN_OR_RETURN(source, ReadFile(jinja_path));
-  } else if (auto it = config.find("chat_template"); it != config.end()) {
+  if (name == "default") {
+    DF11_ASSIGN_OR_RETURN(source, ReadOptionalModelDirFile(model_dir, "chat_template.jinja"));
+  }
+  if (auto it = config.find("chat_template"); !source && it != config.end()) {
     if (it->is_string()) {
       if (name == "default") source = it->get<std::string>();
     } else if (it->is_array()) {
@@ -132,7 +117,7 @@ StatusOr<ChatTemplate> LoadChatTemplate(const std::string& model_dir, const std:
         }
       }
     } else if (!it->is_null()) {
-      return InvalidArgument(config_path.string() + ": chat_template must be a string or a list of {name, template}");
+      return InvalidArgument(config_path + ": chat_template must be a string or a list of {name, template}");
     }
   }
   if (!source) return NotFound(model_dir + ": no chat template named '" + name + "' (tokenizer_config.json or chat_template.jinja)");

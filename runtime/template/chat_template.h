@@ -1,6 +1,6 @@
 // Chat templates: renders a model's Jinja chat template (tokenizer_config.json "chat_template"
 // or chat_template.jinja) for a list of messages, byte-for-byte as Hugging Face transformers'
-// apply_chat_template(tokenize=False) does, using the Jinja engine in runtime/jinja/.
+// apply_chat_template(tokenize=False) does, using the Jinja engine in runtime/template/jinja/.
 //
 // Variables seen by the template, in override order: the tokenizer's special tokens (like
 // transformers' special_tokens_map: bos_token, eos_token, unk_token, sep_token, pad_token,

@@ -1,4 +1,4 @@
-// Added tokens of the tokenizer (see tokenizer_added_tokens.h).
+// Added tokens of the tokenizer (see added_tokens.h).
 #include "runtime/tokenizer/added_tokens.h"
 
 #include <algorithm>

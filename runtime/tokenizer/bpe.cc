@@ -1,4 +1,4 @@
-// BPE model of the tokenizer (see tokenizer_bpe.h): loading vocab/merges and merging.
+// BPE model of the tokenizer (see bpe.h): loading vocab/merges and merging.
 #include "runtime/tokenizer/bpe.h"
 
 #include <algorithm>

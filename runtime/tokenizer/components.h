@@ -1,4 +1,4 @@
-// Internal pieces of the tokenizer (runtime/tokenizer.h): JSON access with error paths, split
+// Internal pieces of the tokenizer (runtime/tokenizer/tokenizer.h): JSON access with error paths, split
 // patterns, and the component interfaces (normalizer, pre-tokenizer, post-processor, decoder)
 // with their parsers. Each mirrors the HF `tokenizers` component of the same JSON "type".
 // All components are immutable after parsing and safe to use from several threads.
@@ -148,7 +148,7 @@ StatusOr<std::unique_ptr<PostProcessor>> ParsePostProcessor(const JsonNode& node
 std::unique_ptr<PostProcessor> MakeBosEosProcessor(std::optional<int32_t> bos, std::optional<int32_t> eos);
 
 // ---- Decoders: ByteLevel, ByteFallback, Fuse, Strip, Replace, Metaspace, Sequence. -----------
-// Decoders run over a window of tokens, so that streaming (runtime/detokenizer.h) can decode a
+// Decoders run over a window of tokens, so that streaming (runtime/tokenizer/detokenizer.h) can decode a
 // suffix of the ids without re-decoding everything: `context` says where the window sits, and
 // each decoder holds back what later tokens could still change.
 struct DecodeContext {

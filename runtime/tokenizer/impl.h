@@ -1,9 +1,8 @@
-// TokenizerImpl: the loaded state behind df11::Tokenizer (runtime/tokenizer.h) and the two
+// TokenizerImpl: the loaded state behind df11::Tokenizer (runtime/tokenizer/tokenizer.h) and the two
 // entry points the rest of the tokenizer code shares: building from JSON, and decoding a window
 // of token strings (used by Decode and by IncrementalDetokenizer).
 #pragma once
 
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,7 +25,6 @@ struct TokenizerImpl {
 
   std::optional<int32_t> bos_id, eos_id, pad_id;
   std::vector<int32_t> stop_ids;
-  std::map<std::string, std::string> chat_templates;
 
   // Token string of an id as decoding sees it (added tokens first), nullopt if unknown.
   std::optional<std::string_view> TokenString(int32_t id) const;

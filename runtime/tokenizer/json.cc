@@ -1,4 +1,4 @@
-// JSON access with error paths for the tokenizer loaders (see tokenizer_components.h).
+// JSON access with error paths for the tokenizer loaders (see components.h).
 #include <exception>
 
 #include "runtime/tokenizer/components.h"

@@ -1,11 +1,11 @@
 // Loading of the tokenizer: tokenizer.json (model, components, added tokens), then
-// tokenizer_config.json (special tokens, add_bos/add_eos as transformers applies them, chat
-// templates), generation_config.json (stop ids) and chat_template.jinja.
+// tokenizer_config.json (special tokens, add_bos/add_eos as transformers applies them) and
+// generation_config.json (stop ids), read with runtime/format/model_dir.h.
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "runtime/tokenizer/tokenizer.h"
+#include "runtime/format/model_dir.h"
 #include "runtime/tokenizer/impl.h"
 
 namespace df11 {
@@ -126,31 +126,13 @@ Status ApplyAddBosEos(const JsonNode& config, const std::string& post_processor_
   return Status::Ok();
 }
 
-Status ParseChatTemplates(const JsonNode& config, TokenizerImpl& impl) {
-  std::optional<JsonNode> node = config.Find("chat_template");
-  if (!node) return Status::Ok();
-  if (node->value().is_string()) {
-    impl.chat_templates["default"] = node->value().get<std::string>();
-    return Status::Ok();
-  }
-  if (!node->value().is_array()) return node->Error("expected a string or a list of {name, template}");
-  for (size_t i = 0; i < node->value().size(); ++i) {
-    JsonNode item = node->At(i);
-    DF11_ASSIGN_OR_RETURN(std::string name, item.GetString("name"));
-    DF11_ASSIGN_OR_RETURN(std::string source, item.GetString("template"));
-    impl.chat_templates[name] = std::move(source);
-  }
-  return Status::Ok();
-}
-
 Status ApplyConfig(const JsonNode& config, const std::string& post_processor_type, TokenizerImpl& impl) {
   if (!config.value().is_object()) return config.Error("expected an object");
   DF11_ASSIGN_OR_RETURN(impl.bos_id, SpecialTokenId(config, "bos_token", impl));
   DF11_ASSIGN_OR_RETURN(impl.eos_id, SpecialTokenId(config, "eos_token", impl));
   DF11_ASSIGN_OR_RETURN(impl.pad_id, SpecialTokenId(config, "pad_token", impl));
   if (impl.eos_id) impl.stop_ids.push_back(*impl.eos_id);
-  DF11_RETURN_IF_ERROR(ApplyAddBosEos(config, post_processor_type, impl));
-  return ParseChatTemplates(config, impl);
+  return ApplyAddBosEos(config, post_processor_type, impl);
 }
 
 Status ApplyGenerationConfig(const JsonNode& config, TokenizerImpl& impl) {
@@ -172,17 +154,6 @@ Status ApplyGenerationConfig(const JsonNode& config, TokenizerImpl& impl) {
   }
   return Status::Ok();
 }
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return DataLoss(path + ": read error");
-  return ss.str();
-}
-
-bool FileExists(const std::string& path) { return std::ifstream(path).good(); }
 
 }  // namespace
 
@@ -221,21 +192,13 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view tokeni
 }
 
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& dir) {
-  using tokenizer_internal::ReadFile;
-  const std::string base = dir.empty() || dir.back() == '/' ? dir : dir + "/";
-  DF11_ASSIGN_OR_RETURN(std::string tokenizer_json, ReadFile(base + tokenizer_internal::kTokenizerFile));
-  DF11_ASSIGN_OR_RETURN(std::string config_json, ReadFile(base + tokenizer_internal::kConfigFile));
-  std::string generation_json;
-  if (tokenizer_internal::FileExists(base + tokenizer_internal::kGenerationFile)) {
-    DF11_ASSIGN_OR_RETURN(generation_json, ReadFile(base + tokenizer_internal::kGenerationFile));
-  }
+  DF11_ASSIGN_OR_RETURN(std::string tokenizer_json, ReadModelDirFile(dir, tokenizer_internal::kTokenizerFile));
+  DF11_ASSIGN_OR_RETURN(std::string config_json, ReadModelDirFile(dir, tokenizer_internal::kConfigFile));
+  DF11_ASSIGN_OR_RETURN(std::optional<std::string> generation_json,
+                        ReadOptionalModelDirFile(dir, tokenizer_internal::kGenerationFile));
   StatusOr<std::unique_ptr<tokenizer_internal::TokenizerImpl>> impl =
-      tokenizer_internal::BuildTokenizerImpl(tokenizer_json, config_json, generation_json);
+      tokenizer_internal::BuildTokenizerImpl(tokenizer_json, config_json, generation_json.value_or(""));
   if (!impl.ok()) return impl.status().WithContext(dir);
-  if (tokenizer_internal::FileExists(base + "chat_template.jinja")) {
-    DF11_ASSIGN_OR_RETURN(std::string jinja, ReadFile(base + "chat_template.jinja"));
-    (*impl)->chat_templates["default"] = std::move(jinja);
-  }
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl).value()));
 }
 

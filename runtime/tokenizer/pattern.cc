@@ -1,4 +1,4 @@
-// Split/Replace patterns of the tokenizer (see Pattern in tokenizer_components.h).
+// Split/Replace patterns of the tokenizer (see Pattern in components.h).
 #include "runtime/tokenizer/components.h"
 
 namespace df11::tokenizer_internal {

@@ -1,4 +1,4 @@
-// Oniguruma wrapper of the tokenizer (see tokenizer_regex.h).
+// Oniguruma wrapper of the tokenizer (see regex.h).
 #include "runtime/tokenizer/regex.h"
 
 #include <oniguruma.h>

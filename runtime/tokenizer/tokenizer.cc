@@ -1,5 +1,5 @@
-// Tokenizer: Encode/Decode and accessors (see runtime/tokenizer.h); loading is in
-// tokenizer_load.cc, the components in tokenizer_*.cc.
+// Tokenizer: Encode/Decode and accessors (see runtime/tokenizer/tokenizer.h); loading is in
+// load.cc, the components in tokenizer_*.cc.
 #include "runtime/tokenizer/tokenizer.h"
 
 #include "runtime/tokenizer/impl.h"
@@ -106,6 +106,5 @@ std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos_id; }
 std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos_id; }
 std::optional<int32_t> Tokenizer::pad_id() const { return impl_->pad_id; }
 const std::vector<int32_t>& Tokenizer::stop_ids() const { return impl_->stop_ids; }
-const std::map<std::string, std::string>& Tokenizer::chat_templates() const { return impl_->chat_templates; }
 
 }  // namespace df11

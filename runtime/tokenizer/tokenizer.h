@@ -1,6 +1,6 @@
 // Tokenizer: text <-> token ids exactly as Hugging Face `tokenizers` computes them, loaded from a
-// model directory (tokenizer.json, tokenizer_config.json, optional generation_config.json and
-// chat_template.jinja). CPU only. Supported: BPE models (byte-level as in Qwen2/3, Llama 3,
+// model directory (tokenizer.json, tokenizer_config.json, optional generation_config.json; chat
+// templates are runtime/template/). CPU only. Supported: BPE models (byte-level as in Qwen2/3, Llama 3,
 // Mistral-Nemo, Phi-4, DeepSeek; byte_fallback as in Gemma 3), the normalizers, pre-tokenizers,
 // post-processors and decoders those files use, and added tokens. Anything else loads as
 // UNIMPLEMENTED naming the component.
@@ -20,7 +20,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -40,7 +39,7 @@ class IncrementalDetokenizer;
 class Tokenizer {
  public:
   // Reads DIR/tokenizer.json and DIR/tokenizer_config.json (both required), and
-  // DIR/generation_config.json and DIR/chat_template.jinja when present. Errors name the file and
+  // DIR/generation_config.json when present. Errors name the file and
   // the JSON field, e.g. "tokenizer.json: model.merges[12]: expected string or pair";
   // NOT_FOUND for a missing required file, UNIMPLEMENTED for an unsupported component type.
   static StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& dir);
@@ -72,10 +71,6 @@ class Tokenizer {
   // Generation stops at any of these: eos_id, then generation_config.json eos_token_id (an int
   // or a list), without duplicates.
   const std::vector<int32_t>& stop_ids() const;
-  // Chat templates (Jinja source) by name; "default" is the unnamed one. From
-  // tokenizer_config.json chat_template (a string or a list of {name, template}); a
-  // chat_template.jinja file replaces "default".
-  const std::map<std::string, std::string>& chat_templates() const;
 
  private:
   friend class IncrementalDetokenizer;  // decodes windows of tokens through impl()

@@ -18,7 +18,7 @@ bool IsWhiteSpace(char32_t cp);
 std::string NormalizeNfc(std::string_view s);
 std::string NormalizeNfd(std::string_view s);
 
-// Generated tables (runtime/tokenizer_unicode_tables.cc).
+// Generated tables (runtime/tokenizer/unicode_tables.cc).
 struct CanonicalDecomposition {
   uint32_t code_point;
   uint32_t first;

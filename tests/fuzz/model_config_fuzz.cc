@@ -1,6 +1,6 @@
 // libFuzzer target for config.json parsing (ParseModelConfig): any byte string must either be
 // rejected with a message, or give a config whose every size is inside the documented bounds
-// (runtime/model_config.h), so that nothing sized from it can allocate or loop without bound.
+// (runtime/format/model_config.h), so that nothing sized from it can allocate or loop without bound.
 // Seeds: tests/fixtures/configs/*.json (real configs of the supported architectures).
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Tests for runtime/safetensors: dtype table, a hand-made file, writer round trips, every
+// Tests for runtime/format/safetensors: dtype table, a hand-made file, writer round trips, every
 // validation rule of the reader (code + message), and TensorStore over directories.
 #include "runtime/format/safetensors.h"
 

@@ -1,6 +1,6 @@
 // Test helpers for anything that serves a model (scheduler, server, metrics tests), header-only:
 //   - ScopedTempDir: a fresh directory under the system temp dir, removed (recursively) on scope exit;
-//   - WriteTinyModel: a random-weight tiny checkpoint (runtime/random_model.h preset, BF16) plus the
+//   - WriteTinyModel: a random-weight tiny checkpoint (runtime/format/random_model.h preset, BF16) plus the
 //     hand-written tokenizer of tests/fixtures/tiny-tokenizer/ (byte-level BPE, 331 ids, ChatML
 //     template, eos "<|im_end|>") into one directory, with the model's vocab equal to the
 //     tokenizer's so every generated id decodes to text.

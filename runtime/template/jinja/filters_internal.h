@@ -1,5 +1,5 @@
 // Filter implementations shared between filters.cc (registry, scalar/string filters) and
-// filters_seq.cc (sequence filters). Internal to runtime/jinja.
+// filters_seq.cc (sequence filters). Internal to runtime/template/jinja.
 #pragma once
 
 #include "runtime/template/jinja/interp.h"

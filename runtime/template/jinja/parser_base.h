@@ -1,4 +1,4 @@
-// Internal to runtime/jinja: the expression half of the Jinja parser (token cursor, error
+// Internal to runtime/template/jinja: the expression half of the Jinja parser (token cursor, error
 // reporting, expressions, filters, tests, assignment targets). Statements are parsed by
 // the Parser in parser.cc, which derives from this class.
 #pragma once

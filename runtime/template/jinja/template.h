@@ -1,6 +1,6 @@
 // Public entry point of the Jinja engine: parse once, render many times (thread-safe).
 // Semantics are those of jinja2 3.1 in transformers' chat-template environment; see
-// runtime/chat_template.h for the chat-specific API.
+// runtime/template/chat_template.h for the chat-specific API.
 #pragma once
 
 #include <memory>
