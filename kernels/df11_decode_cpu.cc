@@ -6,9 +6,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "kernels/base/parallel.h"
 #include "kernels/df11_codec.h"
 #include "kernels/df11_fast_table.h"
-#include "kernels/base/parallel.h"
 
 namespace df11 {
 namespace {

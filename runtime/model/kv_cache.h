@@ -13,11 +13,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/base/status.h"
 #include "kernels/cpu_ops.h"
 #include "kernels/cuda_ops.h"
-#include "kernels/base/status.h"
-#include "runtime/model/device.h"
 #include "runtime/format/model_config.h"
+#include "runtime/model/device.h"
 
 namespace df11 {
 

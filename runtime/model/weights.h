@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda_ops.h"
 #include "kernels/base/status.h"
+#include "kernels/cuda_ops.h"
 #include "runtime/format/checkpoint.h"
 
 namespace df11 {

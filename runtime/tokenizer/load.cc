@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <optional>
 
-#include "runtime/tokenizer/tokenizer.h"
 #include "runtime/format/model_dir.h"
 #include "runtime/tokenizer/impl.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace df11 {
 namespace tokenizer_internal {

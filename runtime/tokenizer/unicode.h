@@ -1,5 +1,5 @@
-// Unicode helpers of the tokenizer (UTF-8 itself is kernels/base/utf8.h): White_Space, and canonical normalization (NFC/NFD) with the Unicode 9.0 tables that HF
-// `tokenizers` uses (unicode_tables.cc, generated).
+// Unicode helpers of the tokenizer (UTF-8 itself is kernels/base/utf8.h): White_Space, and canonical normalization
+// (NFC/NFD) with the Unicode 9.0 tables that HF `tokenizers` uses (unicode_tables.cc, generated).
 #pragma once
 
 #include <cstddef>

@@ -13,8 +13,8 @@
 #include <tuple>
 
 #include "runtime/format/compress.h"
-#include "runtime/model/model.h"
 #include "runtime/format/random_model.h"
+#include "runtime/model/model.h"
 #include "tests/runtime/model_test_util.h"
 
 namespace df11 {

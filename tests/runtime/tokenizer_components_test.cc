@@ -1,11 +1,11 @@
 // Unit tests of the tokenizer components (normalizers, pre-tokenizers, decoders,
 // post-processors) on hand-made inputs. Expected values were worked out from the HF
 // `tokenizers` semantics and checked against the library itself (tokenizers 0.23 npm binding).
-#include "runtime/tokenizer/components.h"
-
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+
+#include "runtime/tokenizer/components.h"
 
 namespace df11::tokenizer_internal {
 namespace {

@@ -1,8 +1,8 @@
 // Tests of the tokenizer's Unicode helpers: UTF-8 validation, Rust-compatible lossy decoding,
 // and NFC/NFD against hand-checked cases of the Unicode normalization algorithm.
-#include "runtime/tokenizer/unicode.h"
-
 #include <gtest/gtest.h>
+
+#include "runtime/tokenizer/unicode.h"
 
 namespace df11::tokenizer_internal {
 namespace {
