@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Lint: fails (exit 1) on drift. Two checks:
+# Lint: fails (exit 1) on drift. Three checks:
+#  0. layering: a folder includes only from itself and the folders below it (the table below), so
+#     dependencies point one way: server -> scheduler -> runtime rooms -> kernels -> kernels/base.
 #  1. clang-format over every C++ file (about 5 s). Files that drifted before the check was
 #     enforced are listed in scripts/format-baseline.txt and skipped; the list only shrinks: a
 #     listed file that is clean again must leave the list (the check says so).
@@ -19,6 +21,27 @@ if [ "${1:-}" = --fix ]; then
   exit 0
 fi
 status=0
+# folder: the include prefixes it may use (besides its own); the longest matching folder wins.
+layers="kernels/base:kernels/base/
+kernels:kernels/
+runtime/format:kernels/ runtime/format/
+runtime/model:kernels/ runtime/format/ runtime/model/
+runtime/tokenizer:kernels/base/ runtime/format/ runtime/tokenizer/
+runtime/template:kernels/base/ runtime/format/ runtime/template/
+scheduler:kernels/ runtime/ scheduler/
+server:kernels/ runtime/ scheduler/ server/ proto/"
+for f in "${all[@]}"; do
+  dir=; allowed=
+  while IFS=: read -r d a; do
+    case "$f" in "$d"/*) [ "${#d}" -gt "${#dir}" ] && { dir=$d; allowed=$a; } ;; esac
+  done <<<"$layers"
+  [ -n "$dir" ] || continue
+  while read -r inc; do
+    ok=0
+    for p in $allowed; do case "$inc" in "$p"*) ok=1 ;; esac; done
+    [ "$ok" = 1 ] || { echo "layering: $f includes $inc ($dir/ may include ${allowed// /, })"; status=1; }
+  done < <(grep -o '^#include "[^"]*/[^"]*"' "$f" | sed 's/#include "//; s/"$//')
+done
 if ! clang-format --dry-run --Werror "${checked[@]}" 2>/tmp/df11-lint-format.$$; then
   grep -E "error:" /tmp/df11-lint-format.$$ | cut -d: -f1 | sort | uniq -c | sed 's/^/clang-format drift: /'
   echo "clang-format: fix with scripts/lint.sh --fix"
