@@ -2,8 +2,8 @@
 # Every test, from a fresh Debian bookworm machine: install, fetch test fixtures (tokenizers, the
 # OpenAI Node SDK), then
 #  1. the Release build (CUDA kernels compiled when nvcc is present), all CTest tests (GPU tests
-#     skip without a GPU and say so), then scripts/lint.sh (clang-format drift, clang-tidy on the
-#     .cc files changed since the merge-base with main);
+#     skip without a GPU and say so), then scripts/lint.sh (layering, clang-format drift, and
+#     clang-tidy on the .cc files of the change when there are at most 12);
 #  2. one clang ASan+UBSan build with libFuzzer instrumentation: the codec and parser unit tests
 #     (safetensors, checkpoint, config, tokenizer, Jinja, sampler), then every fuzz target briefly;
 #  3. the container image: the Dockerfile's CPU variant built with podman on a debootstrapped
