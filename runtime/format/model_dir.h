@@ -1,6 +1,7 @@
-// The one reader of a model directory's small text files (config.json, tokenizer.json,
-// tokenizer_config.json, generation_config.json, chat_template.jinja): the tokenizer and the
-// chat-template loaders both read them through here, so paths and errors read the same.
+// The one reader of a model directory's small text files (tokenizer.json, tokenizer_config.json,
+// generation_config.json, chat_template.jinja): the tokenizer and the chat-template loaders both
+// read them through here, so paths and errors read the same. (config.json is read by
+// Checkpoint::Open, whose errors say whether the directory is a model directory at all.)
 #pragma once
 
 #include <optional>
