@@ -296,13 +296,14 @@ Status Engine::UnloadModel(const std::string& name) {
     StatusOr<std::map<std::string, int64_t>> targets = impl_->KvTargets(rest);
     if (targets.ok()) remove.kv_targets = *targets;  // fewer models always fit
   }
+  const std::map<std::string, int64_t> targets = remove.kv_targets;  // `remove` is moved below
   impl_->Post(std::move(remove));
   done.wait();
   std::lock_guard lock(impl_->mu);
   impl_->models.erase(name);
   for (auto& [n, m] : impl_->models) {
-    auto it = remove.kv_targets.find(n);
-    if (it != remove.kv_targets.end()) m.kv_target_blocks = it->second;
+    auto it = targets.find(n);
+    if (it != targets.end()) m.kv_target_blocks = it->second;
   }
   return Status::Ok();
 }

@@ -115,6 +115,12 @@ TEST_F(EngineMultiTest, KvBudgetIsSplitByShareAfterMinimums) {
   EXPECT_EQ(blocks["two"], 20 + 17);
   ASSERT_TRUE((*engine)->UnloadModel("two").ok());
   EXPECT_EQ((*engine)->Models().size(), 1u);
+  // "one" owns the whole budget again: a prompt longer than its old 62 blocks (4 positions
+  // each) but within 100 is accepted (the registry's target followed the unload).
+  Recorder after;
+  const Status fits = (*engine)->Submit(Greedy("one", TestPrompt(62 * 4 + 10, 1), 2), after.Sink(0)).status();
+  EXPECT_TRUE(fits.ok()) << fits.ToString();
+  if (fits.ok()) ASSERT_TRUE(after.WaitFinished(1));
 }
 
 // df11d loads its configured models as one: all weights, then one KV split over all of them,
