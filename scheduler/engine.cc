@@ -146,6 +146,7 @@ void Engine::Impl::Post(EngineCommand command) {
 
 StatusOr<std::map<std::string, int64_t>> Engine::Impl::KvTargets(const std::vector<const RegisteredModel*>& list) const {
   std::vector<KvDemand> demands;
+  demands.reserve(list.size());
   for (const RegisteredModel* m : list) demands.push_back(m->kv);
   DF11_ASSIGN_OR_RETURN(std::vector<int64_t> blocks, SplitKvBudget(kv_budget_bytes, demands));
   std::map<std::string, int64_t> targets;

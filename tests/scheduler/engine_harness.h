@@ -83,6 +83,7 @@ inline GenerateRequest Greedy(const std::string& model, std::vector<int32_t> pro
 // A prompt of `n` ids derived from `seed` (all < kTinyTokenizerVocab, no special ids).
 inline std::vector<int32_t> TestPrompt(int n, int seed) {
   std::vector<int32_t> p;
+  p.reserve(n);
   for (int i = 0; i < n; ++i) p.push_back(static_cast<int32_t>((seed * 131 + i * 17 + i * i) % 300));
   return p;
 }
