@@ -181,11 +181,15 @@ StatusOr<Engine::Impl::PreparedModel> Engine::Impl::Prepare(const ModelSpec& spe
   model_options.threads = o.threads;
   model_options.scratch = scratch;  // CUDA: shared; steps never overlap (one engine thread)
   model_options.max_resident_bytes = ResidentBudget();
+  const std::string context = "model '" + spec.name + "'";
   PreparedModel p;
-  DF11_ASSIGN_OR_RETURN(p.model, Model::Load(spec.path, model_options));
+  StatusOr<std::unique_ptr<Model>> model = Model::Load(spec.path, model_options);
+  if (!model.ok()) return model.status().WithContext(context);
+  p.model = std::move(model).value();
   if (std::filesystem::exists(spec.path + "/tokenizer.json")) {
-    DF11_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::Load(spec.path));
-    p.reg.tokenizer = std::move(tok);
+    StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Load(spec.path);
+    if (!tok.ok()) return tok.status().WithContext(context);
+    p.reg.tokenizer = std::move(tok).value();
   }
   const ModelConfig& config = p.model->config();
   const LoadReport& report = p.model->load_report();
@@ -266,14 +270,9 @@ Status Engine::LoadModels(const std::vector<ModelSpec>& specs) {
   std::lock_guard load_lock(impl_->load_mu);
   std::vector<Impl::PreparedModel> batch;
   for (const ModelSpec& spec : specs) {
-    // A failure drops the models prepared so far (their memory is freed with them).
-    StatusOr<Impl::PreparedModel> p = impl_->Prepare(spec);
-    if (!p.ok()) {
-      const std::string context = "model '" + spec.name + "'";
-      const bool named = p.status().message().rfind(context, 0) == 0;
-      return named ? p.status() : p.status().WithContext(context);
-    }
-    batch.push_back(std::move(p).value());
+    // A failure (it names the model) drops the models prepared so far, freeing their memory.
+    DF11_ASSIGN_OR_RETURN(Impl::PreparedModel p, impl_->Prepare(spec));
+    batch.push_back(std::move(p));
   }
   return impl_->Register(std::move(batch));
 }

@@ -40,7 +40,6 @@ struct RegisteredModel {
   std::shared_ptr<const Tokenizer> tokenizer;
   KvDemand kv;
   int64_t kv_target_blocks = 0;
-  uint64_t weight_bytes = 0, scratch_bytes = 0;
 };
 
 struct Engine::Impl {
@@ -57,7 +56,7 @@ struct Engine::Impl {
     RegisteredModel reg;  // everything but the KV targets
     std::unique_ptr<Model> model;
   };
-  // Loads one model's weights and tokenizer (caller holds load_mu).
+  // Loads one model's weights and tokenizer (caller holds load_mu); every error names the model.
   StatusOr<PreparedModel> Prepare(const ModelSpec& spec);
   // Sizes an undecided KV budget from the memory left now, checks max_model_bytes, splits the KV
   // budget over every model and registers the batch, all or nothing (caller holds load_mu).

@@ -57,12 +57,9 @@ void ModelSlot::Sweep(Clock::time_point now) {
       Status status;
       // A cancel that comes at the deadline is the client's deadline firing (gRPC cancels the
       // call then): count it as a deadline, not as a cancellation (kDeadlineCancelTolerance).
-      if (reason == FinishReason::kCancelled && s.request.deadline &&
-          now + kDeadlineCancelTolerance >= *s.request.deadline) {
-        reason = FinishReason::kDeadline;
-        status = Status(StatusCode::kDeadlineExceeded, "request deadline passed");
-      }
-      if (!reason && s.request.deadline && now >= *s.request.deadline) {
+      const Clock::duration slack =
+          reason == FinishReason::kCancelled ? Clock::duration(kDeadlineCancelTolerance) : Clock::duration::zero();
+      if ((!reason || reason == FinishReason::kCancelled) && s.request.deadline && now + slack >= *s.request.deadline) {
         reason = FinishReason::kDeadline;
         status = Status(StatusCode::kDeadlineExceeded, "request deadline passed");
       }

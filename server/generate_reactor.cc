@@ -37,7 +37,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   void Start(const grpc::ByteBuffer* bytes) {
     pb::GenerateRequest request;
-    Status parsed = GuardExceptions([&] { return ParseRequest(ctx_, call_, "Generate", bytes, &request); });
+    Status parsed = GuardExceptions([&] { return ParseRequest(call_, "Generate", bytes, &request); });
     grpc::Status rejected = parsed.ok() ? Submit(request) : ToGrpc(parsed);
     if (!rejected.ok()) EndWith(state_, rejected);
   }

@@ -18,7 +18,7 @@ grpc::ServerUnaryReactor* GenerationService::Unary(grpc::CallbackServerContext* 
   Status status = GuardExceptions([&]() -> Status {
     DF11_RETURN_IF_ERROR(ctx_.keys->Check(call->client_metadata(), /*admin=*/false));
     Req request;
-    DF11_RETURN_IF_ERROR(ParseRequest(ctx_, call, method, in, &request));
+    DF11_RETURN_IF_ERROR(ParseRequest(call, method, in, &request));
     Resp response;
     DF11_RETURN_IF_ERROR(handle(request, &response));
     return SerializeResponse(response, out);
@@ -199,7 +199,7 @@ grpc::ServerUnaryReactor* AdminService::RunAsync(grpc::CallbackServerContext* ca
   Status checked = GuardExceptions([&]() -> Status {
     DF11_RETURN_IF_ERROR(ctx_.keys->Check(call->client_metadata(), /*admin=*/true));
     Req request;
-    DF11_RETURN_IF_ERROR(ParseRequest(ctx_, call, method, in, &request));
+    DF11_RETURN_IF_ERROR(ParseRequest(call, method, in, &request));
     DF11_RETURN_IF_ERROR(validate(request));
     if (ctx_.draining.load()) return Unavailable("server is draining");
     return queue_.TryPost([finish, work = make_work(request)](bool run) {

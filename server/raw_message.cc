@@ -8,8 +8,8 @@
 
 namespace df11::server {
 
-Status UnparsableRequest(ServiceContext&, grpc::CallbackServerContext* call, const char* method,
-                         const std::string& type_name, size_t bytes) {
+Status UnparsableRequest(grpc::CallbackServerContext* call, const char* method, const std::string& type_name,
+                         size_t bytes) {
   LogEvent("warn", "unparsable_request",
            {{"method", method}, {"peer", call->peer()}, {"bytes", std::to_string(bytes)}});
   return InvalidArgument("could not parse request: " + std::to_string(bytes) + " bytes are not a valid " + type_name +

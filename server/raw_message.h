@@ -11,15 +11,13 @@
 #include <string>
 
 #include "kernels/base/status.h"
-#include "server/service_context.h"
 
 namespace df11::server {
 
 // INVALID_ARGUMENT "could not parse request: ..." naming the message type and size; logs one
 // "unparsable_request" line with the method and peer (the caller counts the call by its status).
 template <typename Message>
-Status ParseRequest(ServiceContext& ctx, grpc::CallbackServerContext* call, const char* method,
-                    const grpc::ByteBuffer* bytes, Message* out);
+Status ParseRequest(grpc::CallbackServerContext* call, const char* method, const grpc::ByteBuffer* bytes, Message* out);
 
 // `message` serialized into `out`, replacing what it held (OK unless serialization fails: INTERNAL).
 template <typename Message>
@@ -30,19 +28,19 @@ Status SerializeResponse(const Message& message, grpc::ByteBuffer* out) {
   return s.ok() ? Status() : Internal("could not serialize the response: " + s.error_message());
 }
 
-// Logs and counts one unparsable request (see ParseRequest).
-Status UnparsableRequest(ServiceContext& ctx, grpc::CallbackServerContext* call, const char* method,
-                         const std::string& type_name, size_t bytes);
+// Logs one unparsable request and returns its status (see ParseRequest).
+Status UnparsableRequest(grpc::CallbackServerContext* call, const char* method, const std::string& type_name,
+                         size_t bytes);
 
 template <typename Message>
-Status ParseRequest(ServiceContext& ctx, grpc::CallbackServerContext* call, const char* method,
-                    const grpc::ByteBuffer* bytes, Message* out) {
+Status ParseRequest(grpc::CallbackServerContext* call, const char* method, const grpc::ByteBuffer* bytes,
+                    Message* out) {
   const size_t size = bytes ? bytes->Length() : 0;
   if (bytes != nullptr) {
     grpc::ByteBuffer copy(*bytes);  // Deserialize consumes its buffer; the copy shares the slices
     if (grpc::SerializationTraits<Message>::Deserialize(&copy, out).ok()) return Status();
   }
-  return UnparsableRequest(ctx, call, method, Message::descriptor()->full_name(), size);
+  return UnparsableRequest(call, method, Message::descriptor()->full_name(), size);
 }
 
 // Routes libprotobuf's and gRPC core's own log lines through the daemon's logger (text or JSON

@@ -8,9 +8,8 @@ namespace df11::server {
 WorkQueue::WorkQueue(size_t max_queued) : max_queued_(max_queued < 1 ? 1 : max_queued) {
   try {
     worker_ = std::thread([this] { Run(); });
-    started_ = true;
   } catch (const std::system_error&) {
-    started_ = false;  // TryPost answers UNAVAILABLE
+    // worker_ stays empty: TryPost answers UNAVAILABLE
   }
 }
 
@@ -29,7 +28,8 @@ WorkQueue::~WorkQueue() {
 Status WorkQueue::TryPost(Job job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_ || !started_) return Unavailable("the server is shutting down or cannot start its admin worker");
+    if (stop_ || !worker_.joinable())
+      return Unavailable("the server is shutting down or cannot start its admin worker");
     if (jobs_.size() >= max_queued_) {
       return ResourceExhausted(std::to_string(jobs_.size()) + " admin operations are already waiting; retry later");
     }

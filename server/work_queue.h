@@ -37,8 +37,7 @@ class WorkQueue {
   std::condition_variable wake_;
   std::deque<Job> jobs_;
   bool stop_ = false;
-  bool started_ = false;
-  std::thread worker_;
+  std::thread worker_;  // not joinable when it could not be started
 };
 
 }  // namespace df11::server

@@ -22,6 +22,14 @@ class EngineMultiTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
   static std::string Dir(const std::string& m) { return dir_->path() + "/" + m; }
+  // SmallEngineOptions with a KV budget of exactly 100 blocks of model "a".
+  static EngineOptions HundredBlockOptions() {
+    EngineOptions o = SmallEngineOptions();
+    auto model = Model::Load(Dir("a"));
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    if (model.ok()) o.kv_memory_bytes = 100 * KvCache::BytesPerBlock((*model)->config(), o.block_size, Device::kCpu);
+    return o;
+  }
   static ScopedTempDir* dir_;
 };
 ScopedTempDir* EngineMultiTest::dir_ = nullptr;
@@ -91,12 +99,7 @@ TEST_F(EngineMultiTest, FairnessAcrossTwoAndThreeModels) {
 }
 
 TEST_F(EngineMultiTest, KvBudgetIsSplitByShareAfterMinimums) {
-  EngineOptions o = SmallEngineOptions();
-  auto model = Model::Load(Dir("a"));
-  ASSERT_TRUE(model.ok());
-  const int64_t bpb = KvCache::BytesPerBlock((*model)->config(), o.block_size, Device::kCpu);
-  o.kv_memory_bytes = 100 * bpb;
-  auto engine = Engine::Create(o);
+  auto engine = Engine::Create(HundredBlockOptions());
   ASSERT_TRUE(engine.ok());
   ASSERT_TRUE((*engine)->LoadModel({.name = "one", .path = Dir("a"), .kv_share = 3, .kv_min_blocks = 10}).ok());
   ASSERT_TRUE((*engine)->LoadModel({.name = "two", .path = Dir("a"), .kv_share = 1, .kv_min_blocks = 20}).ok());
@@ -126,12 +129,7 @@ TEST_F(EngineMultiTest, KvBudgetIsSplitByShareAfterMinimums) {
 // df11d loads its configured models as one: all weights, then one KV split over all of them,
 // all or nothing.
 TEST_F(EngineMultiTest, LoadModelsSplitsOnceAndIsAllOrNothing) {
-  EngineOptions o = SmallEngineOptions();
-  auto model = Model::Load(Dir("a"));
-  ASSERT_TRUE(model.ok());
-  const int64_t bpb = KvCache::BytesPerBlock((*model)->config(), o.block_size, Device::kCpu);
-  o.kv_memory_bytes = 100 * bpb;
-  auto engine = Engine::Create(o);
+  auto engine = Engine::Create(HundredBlockOptions());
   ASSERT_TRUE(engine.ok());
   // One bad model: none of the batch is registered, and the error names it.
   const Status bad = (*engine)->LoadModels({{.name = "one", .path = Dir("a"), .kv_min_blocks = 10},
