@@ -71,7 +71,7 @@ void RmsNorm(const float* x, const float* w, int64_t rows, int64_t dim, float ep
   });
 }
 
-void RopeTables(std::span<const float> inv_freq, std::span<const int64_t> positions, float* cos, float* sin) {
+void RopeTables(std::span<const float> inv_freq, std::span<const int32_t> positions, float* cos, float* sin) {
   const size_t half = inv_freq.size();
   for (size_t t = 0; t < positions.size(); ++t) {
     const float pos = static_cast<float>(positions[t]);
@@ -160,19 +160,38 @@ void SoftCap(float* x, int64_t n, float cap) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] / cap) * cap;
 }
 
-void WriteKv(const PagedKvLayer& cache, std::span<const AttentionSequence> sequences, const float* k, const float* v,
-             int threads) {
+void AddInPlace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void SplitColumns(const float* src, int64_t tokens, int64_t a, int64_t b, int64_t c, float* dst_a, float* dst_b,
+                  float* dst_c) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = src + t * (a + b + c);
+    std::copy(row, row + a, dst_a + t * a);
+    std::copy(row + a, row + a + b, dst_b + t * b);
+    std::copy(row + a + b, row + a + b + c, dst_c + t * c);
+  }
+}
+
+namespace {
+
+// The cache slot of token t's position (batch_layout.h).
+int64_t SlotOf(const PagedKvLayer& cache, const BatchLayout& batch, int64_t t) {
+  const int64_t pos = batch.positions[t];
+  const int32_t* table = batch.tables + batch.table_begin[batch.token_seq[t]];
+  return int64_t{table[pos / cache.block_size]} * cache.block_size + pos % cache.block_size;
+}
+
+}  // namespace
+
+void WriteKv(const PagedKvLayer& cache, const BatchLayout& batch, const float* k, const float* v, int threads) {
   const int64_t row = cache.num_kv_heads * cache.head_dim;
-  ParallelForGrain(static_cast<int64_t>(sequences.size()), 1, threads, [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; ++s) {
-      const AttentionSequence& seq = sequences[s];
-      for (int64_t i = 0; i < seq.num_tokens; ++i) {
-        const int64_t pos = seq.first_position + i;
-        const int64_t slot = seq.block_table[pos / cache.block_size] * cache.block_size + pos % cache.block_size;
-        const int64_t src = (seq.token_begin + i) * row;
-        std::memcpy(cache.k + slot * row, k + src, row * sizeof(float));
-        std::memcpy(cache.v + slot * row, v + src, row * sizeof(float));
-      }
+  ParallelForGrain(batch.num_tokens, 16, threads, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t slot = SlotOf(cache, batch, t);
+      std::memcpy(cache.k + slot * row, k + t * row, row * sizeof(float));
+      std::memcpy(cache.v + slot * row, v + t * row, row * sizeof(float));
     }
   });
 }
@@ -181,7 +200,7 @@ namespace {
 
 // One query head of one token at position `pos`: out[head_dim] = softmax(q·K^T) V over the
 // visible keys [first, pos]. `scores` is scratch of at least pos + 1 floats.
-void AttendOne(const PagedKvLayer& cache, std::span<const int32_t> blocks, int64_t kv_head, int64_t first, int64_t pos,
+void AttendOne(const PagedKvLayer& cache, const int32_t* blocks, int64_t kv_head, int64_t first, int64_t pos,
                const AttentionParams& p, const float* q, float* out, std::vector<float>& scores) {
   const int64_t d = cache.head_dim;
   const int64_t row = cache.num_kv_heads * d;
@@ -209,28 +228,21 @@ void AttendOne(const PagedKvLayer& cache, std::span<const int32_t> blocks, int64
 
 }  // namespace
 
-void PagedAttention(const PagedKvLayer& cache, std::span<const AttentionSequence> sequences,
-                    const AttentionParams& params, const float* q, float* out, int threads) {
-  // Work items: (token, head) pairs of the whole batch; token -> sequence via a flat index.
-  std::vector<int32_t> seq_of_token;
-  for (size_t s = 0; s < sequences.size(); ++s) {
-    seq_of_token.resize(std::max<size_t>(seq_of_token.size(), sequences[s].token_begin + sequences[s].num_tokens));
-    for (int64_t i = 0; i < sequences[s].num_tokens; ++i) seq_of_token[sequences[s].token_begin + i] = s;
-  }
+void PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params, const float* q,
+                    float* out, int threads) {
+  // Work items: (token, head) pairs of the whole batch.
   const int64_t heads = params.num_heads;
   const int64_t group = heads / cache.num_kv_heads;
   const int64_t d = cache.head_dim;
-  const int64_t items = static_cast<int64_t>(seq_of_token.size()) * heads;
-  ParallelForGrain(items, 4, threads, [&](int64_t i0, int64_t i1) {
+  ParallelForGrain(batch.num_tokens * heads, 4, threads, [&](int64_t i0, int64_t i1) {
     std::vector<float> scores;
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t t = item / heads;
       const int64_t h = item % heads;
-      const AttentionSequence& seq = sequences[seq_of_token[t]];
-      const int64_t pos = seq.first_position + (t - seq.token_begin);
+      const int64_t pos = batch.positions[t];
       const int64_t first = params.sliding_window > 0 ? std::max<int64_t>(0, pos - params.sliding_window + 1) : 0;
-      AttendOne(cache, seq.block_table, h / group, first, pos, params, q + (t * heads + h) * d,
-                out + (t * heads + h) * d, scores);
+      AttendOne(cache, batch.tables + batch.table_begin[batch.token_seq[t]], h / group, first, pos, params,
+                q + (t * heads + h) * d, out + (t * heads + h) * d, scores);
     }
   });
 }

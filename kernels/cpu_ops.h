@@ -12,7 +12,13 @@
 #include <span>
 #include <string>
 
+#include "kernels/batch_layout.h"
+
 namespace df11::cpu {
+
+using df11::Activation;
+using df11::AttentionParams;
+using df11::BatchLayout;
 
 // Exact BF16 -> fp32.
 inline float Bf16ToFloat(uint16_t w) {
@@ -31,7 +37,7 @@ void RmsNorm(const float* x, const float* w, int64_t rows, int64_t dim, float ep
 
 // Rotary embedding tables for `positions`: cos/sin [num_positions, rotary_dim / 2] fp32,
 // angle = float(position) * inv_freq[i] in fp32 (as transformers' rotary embedding does).
-void RopeTables(std::span<const float> inv_freq, std::span<const int64_t> positions, float* cos, float* sin);
+void RopeTables(std::span<const float> inv_freq, std::span<const int32_t> positions, float* cos, float* sin);
 
 // Rotates, in place, the first rotary_dim (even, <= head_dim) elements of each head of x
 // [T, num_heads, head_dim] the neox way (transformers' rotate_half): for i < rotary_dim/2,
@@ -44,10 +50,8 @@ void ApplyRope(float* x, int64_t tokens, int64_t num_heads, int64_t head_dim, in
 void MatmulBf16(const float* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k, float* y,
                 int threads);
 
-enum class Activation { kSilu, kGeluTanh };
 // out[T, I] = act(gate[T, I]) * up[T, I], where gate row t starts at gate + t * gate_stride and up
 // row t at up + t * up_stride (a fused gate|up projection passes both halves of one buffer).
-// silu(x) = x / (1 + exp(-x)); gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 void GatedActivation(Activation act, const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
                      int64_t tokens, int64_t inter, float* out, int threads);
 
@@ -57,43 +61,25 @@ void EmbeddingGather(const uint16_t* table, std::span<const int32_t> ids, int64_
 // In place: x = cap * tanh(x / cap) over n elements (cap > 0).
 void SoftCap(float* x, int64_t n, float cap);
 
-// One layer of a paged KV cache: K and V pools [num_blocks, block_size, num_kv_heads, head_dim]
-// fp32. Position p of a sequence lives in block block_table[p / block_size], slot p % block_size.
-struct PagedKvLayer {
-  float* k = nullptr;
-  float* v = nullptr;
-  int64_t num_blocks = 0;
-  int64_t block_size = 0;
-  int64_t num_kv_heads = 0;
-  int64_t head_dim = 0;
-};
+// x[i] += y[i] over n elements (the residual add).
+void AddInPlace(float* x, const float* y, int64_t n);
 
-// One sequence of a ragged batch: rows [token_begin, token_begin + num_tokens) of the step's
-// token arrays are its new tokens at positions first_position, first_position + 1, ...
-// block_table covers positions [0, first_position + num_tokens). Callers validate block ids.
-struct AttentionSequence {
-  int64_t token_begin = 0;
-  int64_t num_tokens = 0;
-  int64_t first_position = 0;
-  std::span<const int32_t> block_table;
-};
+// Column split of a fused projection: src [T, a + b + c] -> dst_a [T, a], dst_b [T, b], dst_c [T, c].
+void SplitColumns(const float* src, int64_t tokens, int64_t a, int64_t b, int64_t c, float* dst_a, float* dst_b,
+                  float* dst_c);
 
-// Stores k, v [T, num_kv_heads, head_dim] of every new token into the cache slots of its position.
-// Contract: no two new tokens of the batch map to the same slot.
-void WriteKv(const PagedKvLayer& cache, std::span<const AttentionSequence> sequences, const float* k, const float* v,
-             int threads);
+// A layer of the paged KV cache: fp32 pools (batch_layout.h).
+using PagedKvLayer = PagedKvLayerOf<float>;
 
-struct AttentionParams {
-  int64_t num_heads = 0;       // query heads; a multiple of cache.num_kv_heads (GQA groups)
-  float scale = 1.0f;          // applied to q·k
-  int64_t sliding_window = 0;  // > 0: position p sees keys j with p - j < sliding_window
-  float softcap = 0.0f;        // > 0: scores = softcap * tanh(scores / softcap)
-};
-// Causal attention of the new tokens over the cache (which must already hold them, see WriteKv):
+// Stores k, v [T, num_kv_heads, head_dim] of every token of `batch` (host arrays) into the cache
+// slot of its position. Contract: no two tokens of the batch map to the same slot.
+void WriteKv(const PagedKvLayer& cache, const BatchLayout& batch, const float* k, const float* v, int threads);
+
+// Causal attention of the batch's tokens over the cache (which must already hold them, see WriteKv):
 // out[T, num_heads, head_dim] fp32 from q [T, num_heads, head_dim]. Query head h reads KV head
 // h / (num_heads / num_kv_heads). Softmax in fp32 with the max subtracted.
-void PagedAttention(const PagedKvLayer& cache, std::span<const AttentionSequence> sequences,
-                    const AttentionParams& params, const float* q, float* out, int threads);
+void PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params, const float* q,
+                    float* out, int threads);
 
 // Runs fn(begin, end) over [0, n) on at most `threads` threads, each taking at least `grain`
 // items (so tiny inputs stay on the calling thread).

@@ -294,21 +294,6 @@ int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads) {
   return group >= kMaxRows ? 1 : kMaxRows / group;
 }
 
-std::vector<int32_t> AttentionTiles(const std::vector<int32_t>& token_seq, int64_t tile_tokens, int64_t* max_count) {
-  std::vector<int32_t> tiles;
-  if (max_count != nullptr) *max_count = 0;
-  const int64_t n = static_cast<int64_t>(token_seq.size());
-  for (int64_t t = 0; t < n;) {
-    int64_t end = t + 1;
-    while (end < n && end - t < tile_tokens && token_seq[end] == token_seq[t]) ++end;
-    tiles.push_back(static_cast<int32_t>(t));
-    tiles.push_back(static_cast<int32_t>(end - t));
-    if (max_count != nullptr && end - t > *max_count) *max_count = end - t;
-    t = end;
-  }
-  return tiles;
-}
-
 Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
                       const uint16_t* q, uint16_t* out, GpuStream stream) {
   const int64_t d = cache.head_dim;

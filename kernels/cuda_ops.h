@@ -13,10 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "kernels/batch_layout.h"
 #include "kernels/df11_decode_cuda.h"  // GpuStream
 #include "kernels/base/status.h"
 
 namespace df11::cuda {
+
+using df11::Activation;
+using df11::AttentionParams;
+using df11::BatchLayout;
 
 // ---- memory, streams, timing ----
 
@@ -84,7 +89,6 @@ Status RmsNorm(const uint16_t* x, const float* w, int64_t rows, int64_t dim, flo
 Status ApplyRope(uint16_t* x, int64_t tokens, int64_t num_heads, int64_t head_dim, int64_t rotary_dim,
                  const int32_t* positions, const float* inv_freq, GpuStream stream);
 
-enum class Activation { kSilu, kGeluTanh };
 // out[T, I] = bf16(bf16(act(gate)) * up); gate row t at gate + t * gate_stride, up likewise.
 Status GatedActivation(Activation act, const uint16_t* gate, int64_t gate_stride, const uint16_t* up,
                        int64_t up_stride, int64_t tokens, int64_t inter, uint16_t* out, GpuStream stream);
@@ -114,66 +118,20 @@ Status LogitsToFloat(const uint16_t* src, int64_t n, float cap, float* dst, GpuS
 Status GatherRows(const uint16_t* src, const int32_t* rows, int64_t num_rows, int64_t width, uint16_t* out,
                   GpuStream stream);
 
-// A layer of the paged KV cache on the device: K and V pools [num_blocks, block_size,
-// num_kv_heads, head_dim] bf16 (the layout of cpu::PagedKvLayer, in bf16).
-struct PagedKvLayer {
-  uint16_t* k = nullptr;
-  uint16_t* v = nullptr;
-  int64_t num_blocks = 0;
-  int64_t block_size = 0;
-  int64_t num_kv_heads = 0;
-  int64_t head_dim = 0;
-};
+// A layer of the paged KV cache on the device: bf16 pools (batch_layout.h).
+using PagedKvLayer = PagedKvLayerOf<uint16_t>;
 
-// The ragged batch as device arrays (FlashInfer-style): token t belongs to sequence
-// token_seq[t] and sits at position positions[t]; sequence s's block table is
-// tables[table_begin[s] .. ), covering positions [0, its last new position]. All int32.
-// Callers validate block ids and positions.
-struct BatchLayout {
-  int64_t num_tokens = 0;
-  const int32_t* positions = nullptr;    // [T]
-  const int32_t* token_seq = nullptr;    // [T]
-  const int32_t* table_begin = nullptr;  // [S]
-  const int32_t* tables = nullptr;       // [sum of block table lengths]
-  // Attention work: num_tiles pairs {first token, token count} (host: AttentionTiles), each a run
-  // of consecutive tokens of one sequence; tile_tokens: the largest count (it sets how a block's
-  // warps split rows and keys: decode-only batches get key-split blocks). Only PagedAttention
-  // reads these.
-  const int32_t* tiles = nullptr;  // [2 * num_tiles]
-  int64_t num_tiles = 0;
-  int64_t tile_tokens = 0;
-  // Optional split-KV (flash-decoding) for grids too small to fill the GPU: max_keys (host: at least
-  // the longest sequence's keys after the step, 0 = no split) and an fp32 workspace of at least
-  // AttentionWorkspaceFloats(head_dim) floats (null = no split). Splits give the same rounding
-  // (global max/sum before p·v); only fp32 summation orders differ from the unsplit kernel.
-  int64_t max_keys = 0;
-  float* split_workspace = nullptr;
-};
-
-// Tokens per attention tile for a model: 16 query rows (token x head of one KV group) per block.
 // Floats of BatchLayout::split_workspace PagedAttention may use for this head_dim.
 int64_t AttentionWorkspaceFloats(int64_t head_dim);
+// Tokens per attention tile (AttentionTiles) for a model: 16 query rows (token x head of one KV
+// group) per block.
 int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads);
-// Host: the tiles of a batch from its token -> sequence map (tokens of a sequence consecutive),
-// at most tile_tokens tokens each; *max_count (if given) gets the largest count.
-std::vector<int32_t> AttentionTiles(const std::vector<int32_t>& token_seq, int64_t tile_tokens,
-                                    int64_t* max_count = nullptr);
 
 // Stores k, v [T, num_kv_heads, head_dim] bf16 into the slots of each token's position.
 // Contract: no two tokens map to the same slot.
 Status WriteKv(const PagedKvLayer& cache, const BatchLayout& batch, const uint16_t* k, const uint16_t* v,
                GpuStream stream);
 
-struct AttentionParams {
-  int64_t num_heads = 0;       // query heads, a multiple of num_kv_heads (GQA)
-  float scale = 1.0f;          // applied to q·k (fp32)
-  int64_t sliding_window = 0;  // > 0: position p sees keys j with p - j < sliding_window
-  float softcap = 0.0f;        // > 0: scores = softcap * tanh(scores / softcap)
-  // Batches with multi-token tiles (prefill) and head_dim % 16 == 0 run Q·K^T and P·V on bf16
-  // tensor cores (WMMA); same rounding points, other fp32 summation orders. The model turns it
-  // on for every step (DF11_ATTENTION_TC=0 selects the FMA kernel); false here is the FMA kernel.
-  bool tensor_cores = false;
-};
 // Causal attention of every token over its sequence's cached keys [first, position] (the cache
 // must already hold the new tokens): out [T, num_heads, head_dim] bf16 from q of the same shape.
 // Rounds like transformers' eager bf16 attention: s = bf16(bf16(q.k) * scale) (soft-cap steps each

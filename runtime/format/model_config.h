@@ -97,9 +97,13 @@ StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path);
 // known prefixes; NOT_FOUND if the embedding is under none of them).
 Status ResolveWeightNames(ModelConfig& config, const std::vector<std::string>& tensor_names);
 
+// What a tensor is to the forward step: a BF16 matrix (linear or embedding), a norm weight, a bias.
+enum class TensorKind : uint8_t { kMatrix, kNorm, kBias };
+
 struct WeightSpec {
   std::string name;             // full tensor name, e.g. "model.layers.0.self_attn.q_proj.weight"
   std::vector<int64_t> shape;   // e.g. {num_heads * head_dim, hidden_size}
+  TensorKind kind = TensorKind::kMatrix;
 };
 // Every tensor of the text model's BF16 checkpoint with its shape, in a stable order
 // (embedding, layers in order, final norm, lm_head unless tied). Uses weight_prefix.

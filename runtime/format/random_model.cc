@@ -124,7 +124,7 @@ Status WriteRandomModel(const std::string& preset, const std::string& dir, const
     for (size_t i = s; i < specs.size(); i += shards) {
       int64_t n = 1;
       for (int64_t d : specs[i].shape) n *= d;
-      const bool is_norm = specs[i].name.find("norm") != std::string::npos;
+      const bool is_norm = specs[i].kind == TensorKind::kNorm;
       w.Add(specs[i].name, DType::kBF16, specs[i].shape, RandomTensor(n, is_norm, options.stddev, ++seed));
       weight_map[specs[i].name] = name;
     }

@@ -83,48 +83,21 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const Model
 
 Model::~Model() = default;
 
+// Every tensor of the layer's table rows (layer_tensors.h): norms as fp32, linears located in the
+// checkpoint (plain BF16 or a DF11 unit slice), biases attached to their linear.
 Status Model::LoadLayer(int64_t layer, LayerWeights& w) {
   const ModelConfig& c = config_;
-  const Checkpoint& ckpt = *checkpoint_;
-  const std::string p = c.weight_prefix + "layers." + std::to_string(layer) + ".";
-  const int64_t q_rows = c.num_heads * c.head_dim;
-  const int64_t kv_rows = c.num_kv_heads * c.head_dim;
-  DF11_ASSIGN_OR_RETURN(w.input_norm, ReadVectorF32(ckpt, p + "input_layernorm.weight", c.hidden_size));
-  DF11_ASSIGN_OR_RETURN(w.post_attention_norm,
-                        ReadVectorF32(ckpt, p + "post_attention_layernorm.weight", c.hidden_size));
-  if (c.sandwich_norms) {
-    DF11_ASSIGN_OR_RETURN(w.pre_feedforward_norm,
-                          ReadVectorF32(ckpt, p + "pre_feedforward_layernorm.weight", c.hidden_size));
-    DF11_ASSIGN_OR_RETURN(w.post_feedforward_norm,
-                          ReadVectorF32(ckpt, p + "post_feedforward_layernorm.weight", c.hidden_size));
-  }
-  if (c.qk_norm) {
-    DF11_ASSIGN_OR_RETURN(w.q_norm, ReadVectorF32(ckpt, p + "self_attn.q_norm.weight", c.head_dim));
-    DF11_ASSIGN_OR_RETURN(w.k_norm, ReadVectorF32(ckpt, p + "self_attn.k_norm.weight", c.head_dim));
-  }
-  const std::string a = p + "self_attn.";
-  if (c.fused_qkv) {
-    DF11_ASSIGN_OR_RETURN(w.qkv, LocateLinear(ckpt, a + "qkv_proj.weight", q_rows + 2 * kv_rows, c.hidden_size));
-  } else {
-    DF11_ASSIGN_OR_RETURN(w.q, LocateLinear(ckpt, a + "q_proj.weight", q_rows, c.hidden_size));
-    DF11_ASSIGN_OR_RETURN(w.k, LocateLinear(ckpt, a + "k_proj.weight", kv_rows, c.hidden_size));
-    DF11_ASSIGN_OR_RETURN(w.v, LocateLinear(ckpt, a + "v_proj.weight", kv_rows, c.hidden_size));
-    if (c.qkv_bias) {
-      DF11_ASSIGN_OR_RETURN(w.q.bias, ReadVectorF32(ckpt, a + "q_proj.bias", q_rows));
-      DF11_ASSIGN_OR_RETURN(w.k.bias, ReadVectorF32(ckpt, a + "k_proj.bias", kv_rows));
-      DF11_ASSIGN_OR_RETURN(w.v.bias, ReadVectorF32(ckpt, a + "v_proj.bias", kv_rows));
+  for (const LayerTensorSpec* spec : LayerTensorsOf(c)) {
+    const std::string name = TensorName(c, layer, *spec);
+    const int64_t rows = spec->rows(c);
+    if (spec->kind == TensorKind::kNorm) {
+      DF11_ASSIGN_OR_RETURN(w.vector(spec->id), ReadVectorF32(*checkpoint_, name, rows));
+    } else if (spec->kind == TensorKind::kBias) {  // after its linear (table order)
+      DF11_ASSIGN_OR_RETURN(w.linear(spec->of).bias, ReadVectorF32(*checkpoint_, name, rows));
+    } else {
+      DF11_ASSIGN_OR_RETURN(w.linear(spec->id), LocateLinear(*checkpoint_, name, rows, spec->cols(c)));
     }
   }
-  DF11_ASSIGN_OR_RETURN(w.o, LocateLinear(ckpt, a + "o_proj.weight", c.hidden_size, q_rows));
-  const std::string m = p + "mlp.";
-  const int64_t inter = c.intermediate_size;
-  if (c.fused_gate_up) {
-    DF11_ASSIGN_OR_RETURN(w.gate_up, LocateLinear(ckpt, m + "gate_up_proj.weight", 2 * inter, c.hidden_size));
-  } else {
-    DF11_ASSIGN_OR_RETURN(w.gate, LocateLinear(ckpt, m + "gate_proj.weight", inter, c.hidden_size));
-    DF11_ASSIGN_OR_RETURN(w.up, LocateLinear(ckpt, m + "up_proj.weight", inter, c.hidden_size));
-  }
-  DF11_ASSIGN_OR_RETURN(w.down, LocateLinear(ckpt, m + "down_proj.weight", c.hidden_size, inter));
   return Status::Ok();
 }
 

@@ -1,13 +1,15 @@
-// Model: the forward step of every supported architecture, one generic decoder layer driven by
-// ModelConfig flags (qkv bias, qk-norm, fused projections, sandwich norms, GeGLU/SwiGLU, sliding
-// windows, rope variants, soft-capping). Weights stay as loaded: a DF11 layer unit is decoded
-// into one scratch buffer just before the layer runs; embedding rows are decoded one by one.
+// Model: the forward step of every supported architecture: one generic decoder layer
+// (decoder_layer.h, written once for both backends) driven by ModelConfig flags (qkv bias,
+// qk-norm, fused projections, sandwich norms, GeGLU/SwiGLU, sliding windows, rope variants,
+// soft-capping). Weights stay as loaded: a DF11 layer unit is decoded into one scratch buffer just
+// before the layer runs; embedding rows are decoded one by one.
 // Step runs a ragged batch of sequences against a caller-owned paged KvCache (kv_cache.h); the
 // model keeps no per-sequence state between steps.
 // On kCuda, weights live in VRAM (DF11 units compressed, BF16 tensors as BF16, norms fp32), each
 // layer's unit is decoded into a DeviceScratch just before the layer, activations are bf16.
-// Files: model.cc (load), model_step.cc (validation, CPU forward, logits), model_cuda_load.cc and
-// model_cuda_step.cc (the CUDA backend, model_cuda.h).
+// Files: model.cc (load), model_step.cc (validation, the CPU backend, logits), step_batch.cc (the
+// batch both backends run), model_cuda_load.cc and model_cuda_step.cc (the CUDA backend,
+// model_cuda.h).
 // Thread-safety: Load'ed models are immutable except for the scratch buffer: one Step at a time.
 #pragma once
 
@@ -19,11 +21,14 @@
 
 #include "kernels/base/status.h"
 #include "runtime/format/checkpoint.h"
+#include "runtime/model/decoder_layer.h"
 #include "runtime/model/device.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/weights.h"
 
 namespace df11 {
+
+struct StepBatch;  // step_batch.h
 
 struct ModelOptions {
   Device device = Device::kCpu;
@@ -95,18 +100,14 @@ class Model {
   Status Step(const StepInput& input, StepOutput& output);
 
  private:
-  struct LayerWeights {
-    std::vector<float> input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;
-    std::vector<float> q_norm, k_norm;     // [head_dim] when qk_norm
-    LinearWeight q, k, v, qkv, o;          // qkv when fused_qkv, else q/k/v
-    LinearWeight gate, up, gate_up, down;  // gate_up when fused_gate_up, else gate/up
-  };
+  // Norm weights as fp32 vectors, linears as LinearWeight (decoder_layer.h).
+  using LayerWeights = LayerWeightsOf<std::vector<float>, LinearWeight>;
   struct RopeKind {
     std::vector<float> inv_freq;  // [rotary_dim / 2]
     int64_t rotary_dim = 0;
   };
-  struct Plan;       // model_step.cc
-  struct Workspace;  // model_step.cc
+  struct CpuOps;     // model_step.cc: the CPU backend of the decoder layer
+  struct CudaOps;    // model_cuda_step.cc: the CUDA backend
   struct CudaState;  // model_cuda.h
 
   Model() = default;
@@ -117,9 +118,7 @@ class Model {
   Status Validate(const StepInput& input) const;
   Status Embed(const std::vector<int32_t>& tokens, float* hidden);
   Status Linear(const LinearWeight& w, const float* x, int64_t tokens, float* y);
-  Status AttentionBlock(int64_t layer, const Plan& plan, KvCache& cache, Workspace& ws, float* hidden);
-  Status MlpBlock(int64_t layer, const Plan& plan, Workspace& ws, float* hidden);
-  Status Logits(const StepInput& input, const Plan& plan, const float* hidden, StepOutput& output);
+  Status Logits(const StepBatch& batch, const float* hidden, StepOutput& output);
   Status LoadCuda();                                            // model_cuda_load.cc
   Status StepCuda(const StepInput& input, StepOutput& output);  // model_cuda_step.cc
 

@@ -1,5 +1,5 @@
 // The CUDA backend of Model (internal to model*.cc): weights resident in VRAM and the per-step
-// buffers. A DeviceLinear is the device twin of a LinearWeight: a BF16 matrix in its own
+// buffers. A DeviceLinear is the device form of a LinearWeight: a BF16 matrix in its own
 // allocation, or a DF11 unit plus where the matrix lands in the DeviceScratch once that unit is
 // decoded. Every matrix sits 256-byte aligned either way, so cuBLAS runs the same kernel on a
 // DF11 weight and its BF16 twin (bit-identical logits).
@@ -44,22 +44,15 @@ struct DeviceUnitPlan {
   uint64_t scratch_elements = 0;
 };
 
-struct DeviceLayer {
-  const float *input_norm = nullptr, *post_attention_norm = nullptr;
-  const float *pre_feedforward_norm = nullptr, *post_feedforward_norm = nullptr;
-  const float *q_norm = nullptr, *k_norm = nullptr;
-  DeviceLinear q, k, v, qkv, o, gate, up, gate_up, down;
-};
+// A layer in VRAM: norm weights as fp32 device vectors, linears as DeviceLinear (decoder_layer.h).
+using DeviceLayer = LayerWeightsOf<const float*, DeviceLinear>;
 
-// Activations of one step, carved from CudaState::activations (each 256-byte aligned), bf16.
+// Buffers of one step, carved from CudaState::activations (each 256-byte aligned), bf16.
 struct StepBuffers {
-  uint16_t *hidden, *normed;  // [T, hidden]
-  uint16_t *q, *k, *v, *qkv;  // [T, heads * head_dim], [T, kv_dim] x 2, [T, q + 2 kv] (fused_qkv)
-  uint16_t *attn, *proj;      // [T, heads * head_dim], [T, hidden]
-  uint16_t *gate, *up, *act;  // [T, inter] (gate: [T, 2 inter] when fused_gate_up)
-  uint16_t* embed_rows;       // [T, hidden] decoded DF11 embedding rows
-  uint16_t *selected, *logits;  // [R, hidden], [R, vocab]
-  float* logits_f32;            // [R, vocab] (soft-capped), copied to the host
+  LayerBuffers<uint16_t> layer;  // the decoder layer's activations
+  uint16_t* embed_rows;          // [T, hidden] decoded DF11 embedding rows
+  uint16_t *selected, *logits;   // [R, hidden], [R, vocab]
+  float* logits_f32;             // [R, vocab] (soft-capped), copied to the host
 };
 
 struct Model::CudaState {

@@ -96,20 +96,12 @@ Status Model::LoadCuda() {
   const Checkpoint& ckpt = *checkpoint_;
   st.layers.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
-    const LayerWeights& w = layers_[l];
-    DeviceLayer& d = st.layers[l];
-    DF11_ASSIGN_OR_RETURN(d.input_norm, st.UploadFloats(w.input_norm, "norm"));
-    DF11_ASSIGN_OR_RETURN(d.post_attention_norm, st.UploadFloats(w.post_attention_norm, "norm"));
-    DF11_ASSIGN_OR_RETURN(d.pre_feedforward_norm, st.UploadFloats(w.pre_feedforward_norm, "norm"));
-    DF11_ASSIGN_OR_RETURN(d.post_feedforward_norm, st.UploadFloats(w.post_feedforward_norm, "norm"));
-    DF11_ASSIGN_OR_RETURN(d.q_norm, st.UploadFloats(w.q_norm, "q_norm"));
-    DF11_ASSIGN_OR_RETURN(d.k_norm, st.UploadFloats(w.k_norm, "k_norm"));
-    const std::pair<const LinearWeight*, DeviceLinear*> linears[] = {
-        {&w.q, &d.q},       {&w.k, &d.k},   {&w.v, &d.v},         {&w.qkv, &d.qkv},  {&w.o, &d.o},
-        {&w.gate, &d.gate}, {&w.up, &d.up}, {&w.gate_up, &d.gate_up}, {&w.down, &d.down}};
-    for (const auto& [host, device] : linears) {
-      if (host->out_features == 0) continue;  // not used by this architecture
-      DF11_ASSIGN_OR_RETURN(*device, st.UploadLinear(ckpt, *host, true));
+    for (const LayerTensorSpec* spec : LayerTensorsOf(config_)) {
+      if (spec->kind == TensorKind::kNorm) {
+        DF11_ASSIGN_OR_RETURN(st.layers[l].vector(spec->id), st.UploadFloats(layers_[l].vector(spec->id), spec->name));
+      } else if (spec->kind == TensorKind::kMatrix) {  // with its bias
+        DF11_ASSIGN_OR_RETURN(st.layers[l].linear(spec->id), st.UploadLinear(ckpt, layers_[l].linear(spec->id), true));
+      }
     }
   }
   DF11_ASSIGN_OR_RETURN(st.embedding, st.UploadLinear(ckpt, embedding_, false));

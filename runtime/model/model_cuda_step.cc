@@ -1,6 +1,5 @@
-// Model::StepCuda: the generic decoder layer on the GPU (see model_step.cc for the per-layer
-// formulas, identical here with bf16 activations). One stream; the host enqueues the whole step
-// and waits once, for the logits. DF11 units decode into the scratch right before their layer;
+// Model::StepCuda: the CUDA backend of the decoder layer (decoder_layer.h), bf16 activations.
+// One stream; the host enqueues the whole step and waits once, for the logits. DF11 units decode into the scratch right before their layer;
 // embedding rows of DF11 models decode in one launch (only the step's distinct tokens).
 #include <algorithm>
 #include <chrono>
@@ -9,6 +8,7 @@
 #include <map>
 
 #include "runtime/model/model_cuda.h"
+#include "runtime/model/step_batch.h"
 
 namespace df11 {
 
@@ -22,7 +22,7 @@ constexpr uint64_t kAlign = 128;  // elements (256 bytes of bf16)
 // unsplit kernel by 3-14% relative (bench/results/gpu_split_kv_check_h100.log) in CudaOps.PagedAttentionMatchesCpu; not fixed yet.
 constexpr bool kSplitKv = false;
 
-// Prefill attention on tensor cores (cuda::AttentionParams::tensor_cores): on by default since it
+// Prefill attention on tensor cores (AttentionParams::tensor_cores): on by default since it
 // passed the op tests and every fixture's greedy parity with transformers on an H100 and halves
 // the 2048-token prefill; DF11_ATTENTION_TC=0 selects the FMA kernel.
 bool TensorCoreAttention() {
@@ -35,61 +35,59 @@ bool TensorCoreAttention() {
 
 uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-// The step's int32 arrays, uploaded in one copy: tokens, embedding row per token, positions,
-// token -> sequence, per-sequence table start, block tables, logits rows.
-struct HostBatch {
+// The step's int32 arrays (step_batch.h), packed for one upload: tokens, embedding row per token,
+// the BatchLayout arrays, logits rows, attention tiles; offsets in int32 elements.
+struct PackedBatch {
+  size_t num_tokens = 0;
   std::vector<int32_t> data;
   size_t tokens = 0, embed_index = 0, positions = 0, token_seq = 0, table_begin = 0, tables = 0, rows = 0;
-  size_t tiles = 0, num_tiles = 0;  // attention tiles (cuda::AttentionTiles)
+  size_t tiles = 0, num_tiles = 0;   // attention tiles (AttentionTiles)
   int64_t tile_tokens = 0;           // the largest tile
   std::vector<int32_t> distinct_tokens;  // DF11 embedding: rows to decode, in embed_index order
+
+  // The layout over the packed arrays once they are at `base` (device memory).
+  BatchLayout Layout(const int32_t* base) const {
+    BatchLayout l;
+    l.num_tokens = static_cast<int64_t>(num_tokens);
+    l.positions = base + positions;
+    l.token_seq = base + token_seq;
+    l.table_begin = base + table_begin;
+    l.tables = base + tables;
+    l.tiles = base + tiles;
+    l.num_tiles = static_cast<int64_t>(num_tiles);
+    l.tile_tokens = tile_tokens;
+    return l;
+  }
 };
 
-HostBatch BuildBatch(const StepInput& input, const KvCacheShape& kv, int64_t tile_tokens,
-                     std::vector<std::pair<int64_t, int64_t>>& rows) {
-  std::vector<int32_t> tokens, positions, token_seq, table_begin, tables, row_index;
-  rows.clear();
-  for (size_t s = 0; s < input.sequences.size(); ++s) {
-    const SequenceInput& seq = input.sequences[s];
-    const int64_t n = static_cast<int64_t>(seq.tokens.size());
-    for (int64_t index : seq.logits_for) {
-      rows.emplace_back(static_cast<int64_t>(s), index);
-      row_index.push_back(static_cast<int32_t>(tokens.size() + index));
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      tokens.push_back(seq.tokens[i]);
-      positions.push_back(static_cast<int32_t>(seq.num_cached + i));
-      token_seq.push_back(static_cast<int32_t>(s));
-    }
-    table_begin.push_back(static_cast<int32_t>(tables.size()));
-    const int64_t blocks = (seq.num_cached + n + kv.block_size - 1) / kv.block_size;
-    tables.insert(tables.end(), seq.block_table.begin(), seq.block_table.begin() + blocks);
-  }
-  HostBatch b;
+PackedBatch Pack(const StepBatch& batch, int64_t tile_tokens) {
+  PackedBatch p;
+  p.num_tokens = batch.tokens.size();
   std::map<int32_t, int32_t> distinct;
   std::vector<int32_t> embed_index;
-  for (int32_t t : tokens) {
+  for (int32_t t : batch.tokens) {
     auto [it, inserted] = distinct.emplace(t, static_cast<int32_t>(distinct.size()));
-    if (inserted) b.distinct_tokens.push_back(t);
+    if (inserted) p.distinct_tokens.push_back(t);
     embed_index.push_back(it->second);
   }
   auto append = [&](const std::vector<int32_t>& v) {
-    const size_t at = b.data.size();
-    b.data.insert(b.data.end(), v.begin(), v.end());
-    b.data.resize(AlignUp(b.data.size()));
+    const size_t at = p.data.size();
+    p.data.insert(p.data.end(), v.begin(), v.end());
+    p.data.resize(AlignUp(p.data.size()));
     return at;
   };
-  b.tokens = append(tokens);
-  b.embed_index = append(embed_index);
-  b.positions = append(positions);
-  b.token_seq = append(token_seq);
-  b.table_begin = append(table_begin);
-  b.tables = append(tables);
-  b.rows = append(row_index);
-  const std::vector<int32_t> tiles = cuda::AttentionTiles(token_seq, tile_tokens, &b.tile_tokens);
-  b.num_tiles = tiles.size() / 2;
-  b.tiles = append(tiles);
-  return b;
+  const BatchArrays& a = batch.arrays;
+  p.tokens = append(batch.tokens);
+  p.embed_index = append(embed_index);
+  p.positions = append(a.positions);
+  p.token_seq = append(a.token_seq);
+  p.table_begin = append(a.table_begin);
+  p.tables = append(a.tables);
+  p.rows = append(batch.row_tokens);
+  const std::vector<int32_t> tiles = AttentionTiles(a.token_seq, tile_tokens, &p.tile_tokens);
+  p.num_tiles = tiles.size() / 2;
+  p.tiles = append(tiles);
+  return p;
 }
 
 }  // namespace
@@ -109,9 +107,13 @@ StatusOr<StepBuffers> Model::CudaState::PrepareBuffers(const ModelConfig& c, int
     slots[i] = p;
     p += AlignUp(sizes[i]);
   }
-  return StepBuffers{slots[0], slots[1],  slots[2],  slots[3],  slots[4],
-                     slots[5], slots[6],  slots[7],  slots[8],  slots[9],
-                     slots[10], slots[11], slots[12], slots[13], reinterpret_cast<float*>(slots[14])};
+  StepBuffers b;
+  b.layer = {slots[0], slots[1], slots[2], slots[3], slots[4], slots[5], slots[6], slots[7], slots[8], slots[9], slots[10]};
+  b.embed_rows = slots[11];
+  b.selected = slots[12];
+  b.logits = slots[13];
+  b.logits_f32 = reinterpret_cast<float*>(slots[14]);
+  return b;
 }
 
 StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
@@ -142,17 +144,67 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
   return profile ? gemm_timer.End(stream) : Status::Ok();
 }
 
+// The CUDA ops of the decoder layer (decoder_layer.h): bf16 activations on one stream.
+struct Model::CudaOps {
+  using Element = uint16_t;
+  using Layer = DeviceLayer;
+
+  const Model& model;
+  CudaState& st;
+  const BatchLayout batch;  // device arrays of the step
+  KvCache& cache;
+  bool tensor_core_attention = false;
+
+  Status RmsNorm(const uint16_t* x, const float* w, int64_t rows, int64_t dim, uint16_t* out) {
+    const ModelConfig& c = model.config_;
+    return cuda::RmsNorm(x, w, rows, dim, static_cast<float>(c.rms_norm_eps), c.norm_adds_one, out, st.stream);
+  }
+  Status Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y) {
+    return st.Linear(w, x, tokens, y);
+  }
+  Status SplitColumns(const uint16_t* src, int64_t tokens, int64_t a, int64_t b, int64_t c, uint16_t* dst_a,
+                      uint16_t* dst_b, uint16_t* dst_c) {
+    return cuda::SplitColumns(src, tokens, a, b, c, dst_a, dst_b, dst_c, st.stream);
+  }
+  Status Rope(bool sliding, uint16_t* q, uint16_t* k, int64_t tokens) {
+    const ModelConfig& c = model.config_;
+    const int64_t rotary_dim = (sliding ? model.rope_local_ : model.rope_global_).rotary_dim;
+    const float* inv_freq = sliding ? st.inv_freq_local : st.inv_freq_global;
+    DF11_RETURN_IF_ERROR(
+        cuda::ApplyRope(q, tokens, c.num_heads, c.head_dim, rotary_dim, batch.positions, inv_freq, st.stream));
+    return cuda::ApplyRope(k, tokens, c.num_kv_heads, c.head_dim, rotary_dim, batch.positions, inv_freq, st.stream);
+  }
+  Status Attention(int64_t layer, AttentionParams params, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                   uint16_t* out) {
+    const cuda::PagedKvLayer kv = cache.DeviceLayer(layer);
+    params.tensor_cores = tensor_core_attention;
+    if (st.profile) DF11_RETURN_IF_ERROR(st.attention_timer.Begin(st.stream));
+    DF11_RETURN_IF_ERROR(cuda::WriteKv(kv, batch, k, v, st.stream));
+    DF11_RETURN_IF_ERROR(cuda::PagedAttention(kv, batch, params, q, out, st.stream));
+    return st.profile ? st.attention_timer.End(st.stream) : Status::Ok();
+  }
+  Status AddThenNorm(uint16_t* hidden, const uint16_t* y, const float* w, int64_t tokens, int64_t dim,
+                     uint16_t* normed) {
+    DF11_RETURN_IF_ERROR(cuda::AddInPlace(hidden, y, tokens * dim, st.stream));
+    return RmsNorm(hidden, w, tokens, dim, normed);
+  }
+  Status GatedActivation(Activation act, const uint16_t* gate, int64_t gate_stride, const uint16_t* up,
+                         int64_t up_stride, int64_t tokens, int64_t inter, uint16_t* out) {
+    return cuda::GatedActivation(act, gate, gate_stride, up, up_stride, tokens, inter, out, st.stream);
+  }
+  Status AddInPlace(uint16_t* x, const uint16_t* y, int64_t n) { return cuda::AddInPlace(x, y, n, st.stream); }
+};
+
 Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   const auto start = std::chrono::steady_clock::now();
   const ModelConfig& c = config_;
   CudaState& st = *cuda_;
   const GpuStream stream = st.stream;
-  KvCache& cache = *input.kv_cache;
-  const int64_t tile_tokens = cuda::AttentionTileTokens(c.num_heads, c.num_kv_heads);
-  HostBatch hb = BuildBatch(input, cache.shape(), tile_tokens, output.rows);
-  int64_t T = 0;
-  for (const SequenceInput& s : input.sequences) T += static_cast<int64_t>(s.tokens.size());
+  const StepBatch batch = BuildStepBatch(input, input.kv_cache->shape().block_size);
+  const int64_t T = batch.num_tokens();
   if (T > 65535) return InvalidArgument("step: " + std::to_string(T) + " new tokens, at most 65535 on CUDA");
+  PackedBatch hb = Pack(batch, cuda::AttentionTileTokens(c.num_heads, c.num_kv_heads));
+  output.rows = batch.rows;
   const int64_t R = static_cast<int64_t>(output.rows.size());
   DF11_ASSIGN_OR_RETURN(const StepBuffers b, st.PrepareBuffers(c, T, R));
   // DF11 embedding: the step's distinct rows decode in one launch; its items travel with the arrays.
@@ -175,24 +227,15 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   DF11_RETURN_IF_ERROR(st.batch_arrays.Reserve(hb.data.size() * 4, "step batch arrays"));
   DF11_RETURN_IF_ERROR(cuda::CopyToDevice(st.batch_arrays.data(), hb.data.data(), hb.data.size() * 4, stream));
   const int32_t* arrays = st.batch_arrays.as<const int32_t>();
-  int64_t max_keys = 0;  // the longest sequence's keys after this step (split-KV attention)
-  for (const SequenceInput& s : input.sequences) {
-    max_keys = std::max<int64_t>(max_keys, s.num_cached + static_cast<int64_t>(s.tokens.size()));
-  }
+  BatchLayout layout = hb.Layout(arrays);
   if (kSplitKv) {
+    for (const SequenceInput& s : input.sequences) {  // the longest sequence's keys after this step
+      layout.max_keys = std::max<int64_t>(layout.max_keys, s.num_cached + static_cast<int64_t>(s.tokens.size()));
+    }
     DF11_RETURN_IF_ERROR(st.attention_workspace.Reserve(cuda::AttentionWorkspaceFloats(c.head_dim) * 4,
                                                         "attention split-KV workspace"));
+    layout.split_workspace = st.attention_workspace.as<float>();
   }
-  const cuda::BatchLayout batch{T,
-                                arrays + hb.positions,
-                                arrays + hb.token_seq,
-                                arrays + hb.table_begin,
-                                arrays + hb.tables,
-                                arrays + hb.tiles,
-                                static_cast<int64_t>(hb.num_tiles),
-                                hb.tile_tokens,
-                                max_keys,
-                                kSplitKv ? st.attention_workspace.as<float>() : nullptr};
   st.loaded_unit = -1;  // a shared scratch may hold another model's unit
   st.decode_timer.Reset();
   st.gemm_timer.Reset();
@@ -202,8 +245,9 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   // Embedding.
   const int64_t H = c.hidden_size;
   const float scale = static_cast<float>(c.embedding_scale);
+  uint16_t* hidden = b.layer.hidden;
   if (st.embedding.unit < 0) {
-    DF11_RETURN_IF_ERROR(cuda::EmbeddingGather(st.embedding.plain, arrays + hb.tokens, T, H, scale, b.hidden, stream));
+    DF11_RETURN_IF_ERROR(cuda::EmbeddingGather(st.embedding.plain, arrays + hb.tokens, T, H, scale, hidden, stream));
   } else {
     const DeviceUnitPlan& plan = *st.units[st.embedding.unit];
     DF11_RETURN_IF_ERROR(st.decode_timer.Begin(stream));
@@ -212,75 +256,20 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
                                                static_cast<uint32_t>(num_embed_items), embed_vector_ok, b.embed_rows,
                                                stream));
     DF11_RETURN_IF_ERROR(st.decode_timer.End(stream));
-    DF11_RETURN_IF_ERROR(
-        cuda::EmbeddingGather(b.embed_rows, arrays + hb.embed_index, T, H, scale, b.hidden, stream));
+    DF11_RETURN_IF_ERROR(cuda::EmbeddingGather(b.embed_rows, arrays + hb.embed_index, T, H, scale, hidden, stream));
   }
 
-  const bool tensor_core_attention = TensorCoreAttention();
-  const int64_t hd = c.head_dim, qd = c.num_heads * hd, kvd = c.num_kv_heads * hd, I = c.intermediate_size;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const bool add_one = c.norm_adds_one;
-  const cuda::Activation act =
-      c.hidden_act == "gelu_pytorch_tanh" ? cuda::Activation::kGeluTanh : cuda::Activation::kSilu;
+  CudaOps ops{*this, st, layout, *input.kv_cache, TensorCoreAttention()};
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    const DeviceLayer& w = st.layers[layer];
-    // Attention block.
-    DF11_RETURN_IF_ERROR(cuda::RmsNorm(b.hidden, w.input_norm, T, H, eps, add_one, b.normed, stream));
-    if (c.fused_qkv) {
-      DF11_RETURN_IF_ERROR(st.Linear(w.qkv, b.normed, T, b.qkv));
-      DF11_RETURN_IF_ERROR(cuda::SplitColumns(b.qkv, T, qd, kvd, kvd, b.q, b.k, b.v, stream));
-    } else {
-      DF11_RETURN_IF_ERROR(st.Linear(w.q, b.normed, T, b.q));
-      DF11_RETURN_IF_ERROR(st.Linear(w.k, b.normed, T, b.k));
-      DF11_RETURN_IF_ERROR(st.Linear(w.v, b.normed, T, b.v));
-    }
-    if (c.qk_norm) {
-      DF11_RETURN_IF_ERROR(cuda::RmsNorm(b.q, w.q_norm, T * c.num_heads, hd, eps, add_one, b.q, stream));
-      DF11_RETURN_IF_ERROR(cuda::RmsNorm(b.k, w.k_norm, T * c.num_kv_heads, hd, eps, add_one, b.k, stream));
-    }
-    const bool sliding = c.layer_is_sliding[layer];
-    const RopeKind& rope = sliding ? rope_local_ : rope_global_;
-    const float* inv_freq = sliding ? st.inv_freq_local : st.inv_freq_global;
-    DF11_RETURN_IF_ERROR(cuda::ApplyRope(b.q, T, c.num_heads, hd, rope.rotary_dim, batch.positions, inv_freq, stream));
-    DF11_RETURN_IF_ERROR(
-        cuda::ApplyRope(b.k, T, c.num_kv_heads, hd, rope.rotary_dim, batch.positions, inv_freq, stream));
-    const cuda::PagedKvLayer kv = cache.DeviceLayer(layer);
-    if (st.profile) DF11_RETURN_IF_ERROR(st.attention_timer.Begin(stream));
-    DF11_RETURN_IF_ERROR(cuda::WriteKv(kv, batch, b.k, b.v, stream));
-    const cuda::AttentionParams params{c.num_heads, static_cast<float>(c.attention_scale),
-                                       sliding ? c.sliding_window : 0, static_cast<float>(c.attn_logit_softcapping),
-                                       tensor_core_attention};
-    DF11_RETURN_IF_ERROR(cuda::PagedAttention(kv, batch, params, b.q, b.attn, stream));
-    if (st.profile) DF11_RETURN_IF_ERROR(st.attention_timer.End(stream));
-    DF11_RETURN_IF_ERROR(st.Linear(w.o, b.attn, T, b.proj));
-    if (c.sandwich_norms) {
-      DF11_RETURN_IF_ERROR(cuda::RmsNorm(b.proj, w.post_attention_norm, T, H, eps, add_one, b.proj, stream));
-    }
-    DF11_RETURN_IF_ERROR(cuda::AddInPlace(b.hidden, b.proj, T * H, stream));
-    // MLP block.
-    const float* norm = c.sandwich_norms ? w.pre_feedforward_norm : w.post_attention_norm;
-    DF11_RETURN_IF_ERROR(cuda::RmsNorm(b.hidden, norm, T, H, eps, add_one, b.normed, stream));
-    if (c.fused_gate_up) {
-      DF11_RETURN_IF_ERROR(st.Linear(w.gate_up, b.normed, T, b.gate));
-      DF11_RETURN_IF_ERROR(cuda::GatedActivation(act, b.gate, 2 * I, b.gate + I, 2 * I, T, I, b.act, stream));
-    } else {
-      DF11_RETURN_IF_ERROR(st.Linear(w.gate, b.normed, T, b.gate));
-      DF11_RETURN_IF_ERROR(st.Linear(w.up, b.normed, T, b.up));
-      DF11_RETURN_IF_ERROR(cuda::GatedActivation(act, b.gate, I, b.up, I, T, I, b.act, stream));
-    }
-    DF11_RETURN_IF_ERROR(st.Linear(w.down, b.act, T, b.proj));
-    if (c.sandwich_norms) {
-      DF11_RETURN_IF_ERROR(cuda::RmsNorm(b.proj, w.post_feedforward_norm, T, H, eps, add_one, b.proj, stream));
-    }
-    DF11_RETURN_IF_ERROR(cuda::AddInPlace(b.hidden, b.proj, T * H, stream));
+    DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, st.layers[layer], b.layer, T));
   }
 
   // Logits of the requested rows: final norm, lm_head, soft-cap and fp32 on the device, one copy.
   const int64_t vocab = c.vocab_size;
   output.vocab_size = vocab;
   if (R > 0) {
-    DF11_RETURN_IF_ERROR(cuda::GatherRows(b.hidden, arrays + hb.rows, R, H, b.selected, stream));
-    DF11_RETURN_IF_ERROR(cuda::RmsNorm(b.selected, st.final_norm, R, H, eps, add_one, b.selected, stream));
+    DF11_RETURN_IF_ERROR(cuda::GatherRows(hidden, arrays + hb.rows, R, H, b.selected, stream));
+    DF11_RETURN_IF_ERROR(ops.RmsNorm(b.selected, st.final_norm, R, H, b.selected));
     DF11_RETURN_IF_ERROR(st.Linear(st.lm_head, b.selected, R, b.logits));
     DF11_RETURN_IF_ERROR(cuda::LogitsToFloat(b.logits, R * vocab, static_cast<float>(c.final_logit_softcapping),
                                              b.logits_f32, stream));

@@ -1,9 +1,5 @@
-// Model::Step: validation of a ragged batch, the generic decoder layer, logits (see model.h).
-// Per layer, as transformers computes it:
-//   a = attn(norm_in(h))            q/k/v (+bias) -> qk-norm -> rope -> cache -> attention -> o
-//   h = h + (sandwich ? norm_post_attn(a) : a)
-//   m = mlp(sandwich ? norm_pre_ff(h) : norm_post_attn(h))      down(act(gate) * up)
-//   h = h + (sandwich ? norm_post_ff(m) : m)
+// Model::Step: validation of a ragged batch, the CPU backend of the decoder layer (fp32
+// activations), logits (see model.h and decoder_layer.h).
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -11,29 +7,9 @@
 #include "kernels/cpu_ops.h"
 #include "kernels/df11_codec.h"
 #include "runtime/model/model.h"
+#include "runtime/model/step_batch.h"
 
 namespace df11 {
-
-// The step's token layout: new tokens of all sequences concatenated, in sequence order.
-struct Model::Plan {
-  int64_t num_tokens = 0;
-  std::vector<int32_t> tokens;                    // [T]
-  std::vector<int64_t> positions;                 // [T]
-  std::vector<cpu::AttentionSequence> sequences;  // token ranges, first positions, block tables
-  std::vector<float> cos_global, sin_global;      // [T, rotary_dim / 2] per rope kind
-  std::vector<float> cos_local, sin_local;
-};
-
-// Activations of one layer, reused by every layer.
-struct Model::Workspace {
-  std::vector<float> normed;    // [T, hidden]
-  std::vector<float> q, k, v;   // [T, heads * head_dim], [T, kv_heads * head_dim] x 2
-  std::vector<float> qkv;       // [T, (heads + 2 kv_heads) * head_dim] (fused_qkv)
-  std::vector<float> attn;      // [T, heads * head_dim]
-  std::vector<float> proj;      // [T, hidden] output of o_proj / down_proj
-  std::vector<float> gate, up;  // [T, inter] each, or gate = [T, 2 inter] (fused_gate_up)
-  std::vector<float> act;       // [T, inter]
-};
 
 namespace {
 
@@ -126,91 +102,77 @@ Status Model::Linear(const LinearWeight& w, const float* x, int64_t tokens, floa
   return ApplyLinear(w, scratch_, x, tokens, y, options_.threads);
 }
 
-Status Model::AttentionBlock(int64_t layer, const Plan& plan, KvCache& cache, Workspace& ws, float* hidden) {
-  const ModelConfig& c = config_;
-  const LayerWeights& w = layers_[layer];
-  const int64_t T = plan.num_tokens, hd = c.head_dim, qd = c.num_heads * hd, kvd = c.num_kv_heads * hd;
-  const int threads = options_.threads;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  cpu::RmsNorm(hidden, w.input_norm.data(), T, c.hidden_size, eps, c.norm_adds_one, ws.normed.data(), threads);
-  if (c.fused_qkv) {  // rows: q | k | v
-    DF11_RETURN_IF_ERROR(Linear(w.qkv, ws.normed.data(), T, ws.qkv.data()));
-    for (int64_t t = 0; t < T; ++t) {
-      const float* row = &ws.qkv[t * (qd + 2 * kvd)];
-      std::copy(row, row + qd, &ws.q[t * qd]);
-      std::copy(row + qd, row + qd + kvd, &ws.k[t * kvd]);
-      std::copy(row + qd + kvd, row + qd + 2 * kvd, &ws.v[t * kvd]);
-    }
-  } else {
-    DF11_RETURN_IF_ERROR(Linear(w.q, ws.normed.data(), T, ws.q.data()));
-    DF11_RETURN_IF_ERROR(Linear(w.k, ws.normed.data(), T, ws.k.data()));
-    DF11_RETURN_IF_ERROR(Linear(w.v, ws.normed.data(), T, ws.v.data()));
-  }
-  if (c.qk_norm) {
-    cpu::RmsNorm(ws.q.data(), w.q_norm.data(), T * c.num_heads, hd, eps, c.norm_adds_one, ws.q.data(), threads);
-    cpu::RmsNorm(ws.k.data(), w.k_norm.data(), T * c.num_kv_heads, hd, eps, c.norm_adds_one, ws.k.data(), threads);
-  }
-  const bool sliding = c.layer_is_sliding[layer];
-  const RopeKind& rope = sliding ? rope_local_ : rope_global_;
-  const float* cos = sliding ? plan.cos_local.data() : plan.cos_global.data();
-  const float* sin = sliding ? plan.sin_local.data() : plan.sin_global.data();
-  cpu::ApplyRope(ws.q.data(), T, c.num_heads, hd, rope.rotary_dim, cos, sin, threads);
-  cpu::ApplyRope(ws.k.data(), T, c.num_kv_heads, hd, rope.rotary_dim, cos, sin, threads);
-  const cpu::PagedKvLayer kv = cache.Layer(layer);
-  cpu::WriteKv(kv, plan.sequences, ws.k.data(), ws.v.data(), threads);
-  const cpu::AttentionParams params{c.num_heads, static_cast<float>(c.attention_scale), sliding ? c.sliding_window : 0,
-                                    static_cast<float>(c.attn_logit_softcapping)};
-  cpu::PagedAttention(kv, plan.sequences, params, ws.q.data(), ws.attn.data(), threads);
-  DF11_RETURN_IF_ERROR(Linear(w.o, ws.attn.data(), T, ws.proj.data()));
-  if (c.sandwich_norms) {
-    cpu::RmsNorm(ws.proj.data(), w.post_attention_norm.data(), T, c.hidden_size, eps, c.norm_adds_one, ws.proj.data(),
-                 threads);
-  }
-  for (int64_t i = 0; i < T * c.hidden_size; ++i) hidden[i] += ws.proj[i];
-  return Status::Ok();
-}
+// The CPU ops of the decoder layer (decoder_layer.h): fp32 activations, BF16 weights upcast
+// exactly, fp32 accumulation.
+struct Model::CpuOps {
+  using Element = float;
+  using Layer = LayerWeights;
 
-Status Model::MlpBlock(int64_t layer, const Plan& plan, Workspace& ws, float* hidden) {
-  const ModelConfig& c = config_;
-  const LayerWeights& w = layers_[layer];
-  const int64_t T = plan.num_tokens, inter = c.intermediate_size;
-  const int threads = options_.threads;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const std::vector<float>& norm = c.sandwich_norms ? w.pre_feedforward_norm : w.post_attention_norm;
-  cpu::RmsNorm(hidden, norm.data(), T, c.hidden_size, eps, c.norm_adds_one, ws.normed.data(), threads);
-  const cpu::Activation act = c.hidden_act == "gelu_pytorch_tanh" ? cpu::Activation::kGeluTanh : cpu::Activation::kSilu;
-  if (c.fused_gate_up) {  // rows: gate | up
-    DF11_RETURN_IF_ERROR(Linear(w.gate_up, ws.normed.data(), T, ws.gate.data()));
-    cpu::GatedActivation(act, ws.gate.data(), 2 * inter, ws.gate.data() + inter, 2 * inter, T, inter, ws.act.data(),
-                         threads);
-  } else {
-    DF11_RETURN_IF_ERROR(Linear(w.gate, ws.normed.data(), T, ws.gate.data()));
-    DF11_RETURN_IF_ERROR(Linear(w.up, ws.normed.data(), T, ws.up.data()));
-    cpu::GatedActivation(act, ws.gate.data(), inter, ws.up.data(), inter, T, inter, ws.act.data(), threads);
-  }
-  DF11_RETURN_IF_ERROR(Linear(w.down, ws.act.data(), T, ws.proj.data()));
-  if (c.sandwich_norms) {
-    cpu::RmsNorm(ws.proj.data(), w.post_feedforward_norm.data(), T, c.hidden_size, eps, c.norm_adds_one, ws.proj.data(),
-                 threads);
-  }
-  for (int64_t i = 0; i < T * c.hidden_size; ++i) hidden[i] += ws.proj[i];
-  return Status::Ok();
-}
+  Model& model;
+  const BatchLayout batch;  // host arrays of the step
+  KvCache& cache;
+  const std::vector<float>& cos_global;  // [T, rotary_dim / 2] per rope kind
+  const std::vector<float>& sin_global;
+  const std::vector<float>& cos_local;
+  const std::vector<float>& sin_local;
 
-Status Model::Logits(const StepInput& input, const Plan& plan, const float* hidden, StepOutput& output) {
+  int threads() const { return model.options_.threads; }
+  float eps() const { return static_cast<float>(model.config_.rms_norm_eps); }
+
+  Status RmsNorm(const float* x, const std::vector<float>& w, int64_t rows, int64_t dim, float* out) {
+    cpu::RmsNorm(x, w.data(), rows, dim, eps(), model.config_.norm_adds_one, out, threads());
+    return Status::Ok();
+  }
+  Status Linear(const LinearWeight& w, const float* x, int64_t tokens, float* y) {
+    return model.Linear(w, x, tokens, y);
+  }
+  Status SplitColumns(const float* src, int64_t tokens, int64_t a, int64_t b, int64_t c, float* dst_a, float* dst_b,
+                      float* dst_c) {
+    cpu::SplitColumns(src, tokens, a, b, c, dst_a, dst_b, dst_c);
+    return Status::Ok();
+  }
+  Status Rope(bool sliding, float* q, float* k, int64_t tokens) {
+    const ModelConfig& c = model.config_;
+    const int64_t rotary_dim = (sliding ? model.rope_local_ : model.rope_global_).rotary_dim;
+    const float* cos = sliding ? cos_local.data() : cos_global.data();
+    const float* sin = sliding ? sin_local.data() : sin_global.data();
+    cpu::ApplyRope(q, tokens, c.num_heads, c.head_dim, rotary_dim, cos, sin, threads());
+    cpu::ApplyRope(k, tokens, c.num_kv_heads, c.head_dim, rotary_dim, cos, sin, threads());
+    return Status::Ok();
+  }
+  Status Attention(int64_t layer, const AttentionParams& params, const float* q, const float* k, const float* v,
+                   float* out) {
+    const cpu::PagedKvLayer kv = cache.Layer(layer);
+    cpu::WriteKv(kv, batch, k, v, threads());
+    cpu::PagedAttention(kv, batch, params, q, out, threads());
+    return Status::Ok();
+  }
+  Status AddThenNorm(float* hidden, const float* y, const std::vector<float>& w, int64_t tokens, int64_t dim,
+                     float* normed) {
+    cpu::AddInPlace(hidden, y, tokens * dim);
+    return RmsNorm(hidden, w, tokens, dim, normed);
+  }
+  Status GatedActivation(Activation act, const float* gate, int64_t gate_stride, const float* up, int64_t up_stride,
+                         int64_t tokens, int64_t inter, float* out) {
+    cpu::GatedActivation(act, gate, gate_stride, up, up_stride, tokens, inter, out, threads());
+    return Status::Ok();
+  }
+  Status AddInPlace(float* x, const float* y, int64_t n) {
+    cpu::AddInPlace(x, y, n);
+    return Status::Ok();
+  }
+};
+
+Status Model::Logits(const StepBatch& batch, const float* hidden, StepOutput& output) {
   const int64_t h = config_.hidden_size, vocab = config_.vocab_size;
   output.vocab_size = vocab;
-  output.rows.clear();
-  for (size_t s = 0; s < input.sequences.size(); ++s) {
-    for (int64_t index : input.sequences[s].logits_for) output.rows.emplace_back(static_cast<int64_t>(s), index);
-  }
-  const int64_t rows = static_cast<int64_t>(output.rows.size());
+  output.rows = batch.rows;
+  const int64_t rows = static_cast<int64_t>(batch.rows.size());
   output.logits.assign(rows * vocab, 0.0f);
   if (rows == 0) return Status::Ok();
   std::vector<float> selected(rows * h);
   for (int64_t r = 0; r < rows; ++r) {
-    const auto [s, index] = output.rows[r];
-    const float* src = hidden + (plan.sequences[s].token_begin + index) * h;
+    const float* src = hidden + int64_t{batch.row_tokens[r]} * h;
     std::copy(src, src + h, &selected[r * h]);
   }
   cpu::RmsNorm(selected.data(), final_norm_.data(), rows, h, static_cast<float>(config_.rms_norm_eps),
@@ -226,40 +188,27 @@ Status Model::Step(const StepInput& input, StepOutput& output) {
   DF11_RETURN_IF_ERROR(Validate(input));
   if (options_.device == Device::kCuda) return StepCuda(input, output);
   const ModelConfig& c = config_;
-  Plan plan;
-  for (const SequenceInput& seq : input.sequences) {
-    const int64_t n = static_cast<int64_t>(seq.tokens.size());
-    plan.sequences.push_back({plan.num_tokens, n, seq.num_cached, seq.block_table});
-    plan.tokens.insert(plan.tokens.end(), seq.tokens.begin(), seq.tokens.end());
-    for (int64_t i = 0; i < n; ++i) plan.positions.push_back(seq.num_cached + i);
-    plan.num_tokens += n;
-  }
-  const int64_t T = plan.num_tokens;
-  for (auto [kind, cos, sin] : {std::tuple{&rope_global_, &plan.cos_global, &plan.sin_global},
-                                std::tuple{&rope_local_, &plan.cos_local, &plan.sin_local}}) {
+  const StepBatch batch = BuildStepBatch(input, input.kv_cache->shape().block_size);
+  const int64_t T = batch.num_tokens();
+  std::vector<float> cos_global, sin_global, cos_local, sin_local;
+  for (auto [kind, cos, sin] : {std::tuple{&rope_global_, &cos_global, &sin_global},
+                                std::tuple{&rope_local_, &cos_local, &sin_local}}) {
     cos->resize(T * kind->inv_freq.size());
     sin->resize(T * kind->inv_freq.size());
-    cpu::RopeTables(kind->inv_freq, plan.positions, cos->data(), sin->data());
+    cpu::RopeTables(kind->inv_freq, batch.arrays.positions, cos->data(), sin->data());
   }
-  const int64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
-  Workspace ws;
-  ws.normed.resize(T * c.hidden_size);
-  ws.q.resize(T * qd);
-  ws.k.resize(T * kvd);
-  ws.v.resize(T * kvd);
-  if (c.fused_qkv) ws.qkv.resize(T * (qd + 2 * kvd));
-  ws.attn.resize(T * qd);
-  ws.proj.resize(T * c.hidden_size);
-  ws.gate.resize(T * c.intermediate_size * (c.fused_gate_up ? 2 : 1));
-  if (!c.fused_gate_up) ws.up.resize(T * c.intermediate_size);
-  ws.act.resize(T * c.intermediate_size);
-  std::vector<float> hidden(T * c.hidden_size);  // [T, hidden] residual stream
-  DF11_RETURN_IF_ERROR(Embed(plan.tokens, hidden.data()));
+  const int64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim, I = c.intermediate_size;
+  std::vector<float> hidden(T * c.hidden_size), normed(T * c.hidden_size), q(T * qd), k(T * kvd), v(T * kvd),
+      qkv(c.fused_qkv ? T * (qd + 2 * kvd) : 0), attn(T * qd), proj(T * c.hidden_size),
+      gate(T * I * (c.fused_gate_up ? 2 : 1)), up(c.fused_gate_up ? 0 : T * I), act(T * I);
+  const LayerBuffers<float> buffers{hidden.data(), normed.data(), q.data(),    k.data(),  v.data(),  qkv.data(),
+                                    attn.data(),   proj.data(),   gate.data(), up.data(), act.data()};
+  CpuOps ops{*this, batch.arrays.HostLayout(), *input.kv_cache, cos_global, sin_global, cos_local, sin_local};
+  DF11_RETURN_IF_ERROR(Embed(batch.tokens, hidden.data()));
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    DF11_RETURN_IF_ERROR(AttentionBlock(layer, plan, *input.kv_cache, ws, hidden.data()));
-    DF11_RETURN_IF_ERROR(MlpBlock(layer, plan, ws, hidden.data()));
+    DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, layers_[layer], buffers, T));
   }
-  return Logits(input, plan, hidden.data(), output);
+  return Logits(batch, hidden.data(), output);
 }
 
 }  // namespace df11

@@ -64,7 +64,7 @@ TEST(CpuOps, RmsNormMatchesReference) {
 TEST(CpuOps, RopeRotatesHalvesAndPassesTheRest) {
   const int64_t tokens = 3, heads = 2, head_dim = 10, rotary = 6;
   std::vector<float> inv_freq = {1.0f, 0.1f, 0.01f};
-  std::vector<int64_t> positions = {0, 7, 1000};
+  std::vector<int32_t> positions = {0, 7, 1000};
   std::vector<float> cos(tokens * 3), sin(tokens * 3);
   RopeTables(inv_freq, positions, cos.data(), sin.data());
   auto x = RandomFloats(tokens * heads * head_dim, 3);
@@ -190,35 +190,31 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
   PagedKvLayer cache{kpool.data(), vpool.data(), pool_blocks, block, kv_heads, d};
   std::vector<std::vector<int32_t>> tables = {{9, 2, 14}, {5, 0}};
   std::vector<std::vector<float>> kfull, vfull;
-  std::vector<AttentionSequence> seqs;
-  int64_t rows = 0;
+  BatchArrays history, batch;  // sequence 0's cached positions as a previous step wrote them; this step
+  history.AddSequence(0, cached[0], tables[0], block);
   for (int s = 0; s < 2; ++s) {
     kfull.push_back(RandomFloats(len[s] * kv_heads * d, 20 + s));
     vfull.push_back(RandomFloats(len[s] * kv_heads * d, 30 + s));
-    seqs.push_back({rows, len[s] - cached[s], cached[s], tables[s]});
-    rows += len[s] - cached[s];
+    batch.AddSequence(cached[s], len[s] - cached[s], tables[s], block);
   }
-  // History of sequence 0 written as a previous step would.
-  std::vector<AttentionSequence> history = {{0, cached[0], 0, tables[0]}};
-  WriteKv(cache, history, kfull[0].data(), vfull[0].data(), 1);
+  const int64_t rows = batch.num_tokens();
+  WriteKv(cache, history.HostLayout(), kfull[0].data(), vfull[0].data(), 1);
   std::vector<float> knew, vnew;
   for (int s = 0; s < 2; ++s) {
     knew.insert(knew.end(), kfull[s].begin() + cached[s] * kv_heads * d, kfull[s].end());
     vnew.insert(vnew.end(), vfull[s].begin() + cached[s] * kv_heads * d, vfull[s].end());
   }
-  WriteKv(cache, seqs, knew.data(), vnew.data(), 2);
+  WriteKv(cache, batch.HostLayout(), knew.data(), vnew.data(), 2);
   const auto q = RandomFloats(rows * heads * d, 40);
   const AttentionParams params{heads, 0.35f, GetParam().window, GetParam().softcap};
   std::vector<float> out(rows * heads * d);
-  PagedAttention(cache, seqs, params, q.data(), out.data(), 3);
-  for (int s = 0; s < 2; ++s) {
-    for (int64_t i = 0; i < seqs[s].num_tokens; ++i) {
-      const int64_t t = seqs[s].token_begin + i;
-      const auto want =
-          NaiveAttention(kfull[s], vfull[s], &q[t * heads * d], kv_heads, heads, d, cached[s] + i, params);
-      std::vector<float> got(out.begin() + t * heads * d, out.begin() + (t + 1) * heads * d);
-      ExpectNear(got, want, 1e-5);
-    }
+  PagedAttention(cache, batch.HostLayout(), params, q.data(), out.data(), 3);
+  for (int64_t t = 0; t < rows; ++t) {
+    const int s = batch.token_seq[t];
+    const auto want = NaiveAttention(kfull[s], vfull[s], &q[t * heads * d], kv_heads, heads, d, batch.positions[t],
+                                     params);
+    std::vector<float> got(out.begin() + t * heads * d, out.begin() + (t + 1) * heads * d);
+    ExpectNear(got, want, 1e-5);
   }
 }
 

@@ -90,14 +90,13 @@ TEST(CudaOps, RopeMatchesCpu) {
   const int64_t tokens = 9, heads = 3, head_dim = 64, rotary = 48;  // partial rotary
   std::vector<float> inv_freq(rotary / 2);
   for (int64_t i = 0; i < rotary / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / rotary);
-  const std::vector<int64_t> positions = {0, 1, 2, 7, 100, 101, 511, 4000, 3};
-  const std::vector<int32_t> positions32(positions.begin(), positions.end());
+  const std::vector<int32_t> positions = {0, 1, 2, 7, 100, 101, 511, 4000, 3};
   const auto x = RandomBf16(tokens * heads * head_dim, 3);
   std::vector<float> cos(tokens * rotary / 2), sin(tokens * rotary / 2), want = ToFloat(x);
   cpu::RopeTables(inv_freq, positions, cos.data(), sin.data());
   cpu::ApplyRope(want.data(), tokens, heads, head_dim, rotary, cos.data(), sin.data(), 1);
   auto dx = Upload(x);
-  auto dpos = Upload(positions32);
+  auto dpos = Upload(positions);
   auto dfreq = Upload(inv_freq);
   ASSERT_TRUE(cuda::ApplyRope(dx.as<uint16_t>(), tokens, heads, head_dim, rotary, dpos.as<int32_t>(), dfreq.as<float>(),
                               nullptr).ok());
@@ -112,14 +111,13 @@ TEST(CudaOps, GatedActivationMatchesCpu) {
   REQUIRE_GPU();
   const int64_t tokens = 5, inter = 300;
   const auto gate_up = RandomBf16(tokens * 2 * inter, 4, 2.0f);  // fused layout: gate | up per row
-  for (auto [g, c] : {std::pair{cuda::Activation::kSilu, cpu::Activation::kSilu},
-                      std::pair{cuda::Activation::kGeluTanh, cpu::Activation::kGeluTanh}}) {
+  for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
     const auto f = ToFloat(gate_up);
     std::vector<float> want(tokens * inter);
-    cpu::GatedActivation(c, f.data(), 2 * inter, f.data() + inter, 2 * inter, tokens, inter, want.data(), 1);
+    cpu::GatedActivation(act, f.data(), 2 * inter, f.data() + inter, 2 * inter, tokens, inter, want.data(), 1);
     auto d = Upload(gate_up);
     auto out = Upload(std::vector<uint16_t>(tokens * inter, 0xFFFF));
-    ASSERT_TRUE(cuda::GatedActivation(g, d.as<uint16_t>(), 2 * inter, d.as<uint16_t>() + inter, 2 * inter, tokens, inter,
+    ASSERT_TRUE(cuda::GatedActivation(act, d.as<uint16_t>(), 2 * inter, d.as<uint16_t>() + inter, 2 * inter, tokens, inter,
                                       out.as<uint16_t>(), nullptr).ok());
     EXPECT_LE(RelError(ToFloat(Download<uint16_t>(out, tokens * inter)), want), 1e-2);
   }
@@ -205,19 +203,9 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
     }
   }
   ASSERT_NE(num_blocks % 7, 0);
-  int64_t T = 0;
-  std::vector<cpu::AttentionSequence> cpu_seqs;
-  std::vector<int32_t> positions, token_seq, table_begin, flat_tables;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    cpu_seqs.push_back({T, seqs[i].n, seqs[i].first, tables[i]});
-    table_begin.push_back(static_cast<int32_t>(flat_tables.size()));
-    flat_tables.insert(flat_tables.end(), tables[i].begin(), tables[i].end());
-    for (int64_t j = 0; j < seqs[i].n; ++j) {
-      positions.push_back(static_cast<int32_t>(seqs[i].first + j));
-      token_seq.push_back(static_cast<int32_t>(i));
-    }
-    T += seqs[i].n;
-  }
+  BatchArrays arrays;
+  for (size_t i = 0; i < seqs.size(); ++i) arrays.AddSequence(seqs[i].first, seqs[i].n, tables[i], block_size);
+  const int64_t T = arrays.num_tokens();
   const int64_t pool = num_blocks * block_size * kv_heads * head_dim;
   const auto k_pool = RandomBf16(pool, 8), v_pool = RandomBf16(pool, 9);  // history for cached positions
   const auto k_new = RandomBf16(T * kv_heads * head_dim, 10), v_new = RandomBf16(T * kv_heads * head_dim, 11);
@@ -225,20 +213,20 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
   for (auto [window, softcap] : {std::pair<int64_t, float>{0, 0.0f}, {5, 0.0f}, {150, 0.0f}, {0, 2.0f}}) {
     std::vector<float> ck = ToFloat(k_pool), cv = ToFloat(v_pool);
     const cpu::PagedKvLayer cpu_cache{ck.data(), cv.data(), num_blocks, block_size, kv_heads, head_dim};
-    cpu::WriteKv(cpu_cache, cpu_seqs, ToFloat(k_new).data(), ToFloat(v_new).data(), 1);
+    cpu::WriteKv(cpu_cache, arrays.HostLayout(), ToFloat(k_new).data(), ToFloat(v_new).data(), 1);
     std::vector<float> want(T * heads * head_dim);
     const float scale = 1.0f / std::sqrt(float(head_dim));
-    cpu::PagedAttention(cpu_cache, cpu_seqs, {heads, scale, window, softcap}, ToFloat(q).data(), want.data(), 1);
+    cpu::PagedAttention(cpu_cache, arrays.HostLayout(), {heads, scale, window, softcap}, ToFloat(q).data(), want.data(), 1);
 
     auto dk = Upload(k_pool), dv = Upload(v_pool), dkn = Upload(k_new), dvn = Upload(v_new), dq = Upload(q);
-    auto dpos = Upload(positions), dseq = Upload(token_seq), dbegin = Upload(table_begin);
-    auto dtables = Upload(flat_tables);
+    auto dpos = Upload(arrays.positions), dseq = Upload(arrays.token_seq), dbegin = Upload(arrays.table_begin);
+    auto dtables = Upload(arrays.tables);
     auto out = Upload(std::vector<uint16_t>(T * heads * head_dim, 0xFFFF));
     const cuda::PagedKvLayer cache{dk.as<uint16_t>(), dv.as<uint16_t>(), num_blocks, block_size, kv_heads, head_dim};
     int64_t tile_tokens = 0;
-    const auto tiles = cuda::AttentionTiles(token_seq, cuda::AttentionTileTokens(heads, kv_heads), &tile_tokens);
+    const auto tiles = AttentionTiles(arrays.token_seq, cuda::AttentionTileTokens(heads, kv_heads), &tile_tokens);
     auto dtiles = Upload(tiles);
-    const cuda::BatchLayout batch{T,
+    const BatchLayout batch{T,
                                   dpos.as<int32_t>(),
                                   dseq.as<int32_t>(),
                                   dbegin.as<int32_t>(),
@@ -263,11 +251,11 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
     int64_t max_keys = 0;
     for (const auto& sq : seqs) max_keys = std::max<int64_t>(max_keys, sq.first + sq.n);
     auto workspace = Upload(std::vector<float>(cuda::AttentionWorkspaceFloats(head_dim), 0.0f));
-    cuda::BatchLayout split_batch = batch;
+    BatchLayout split_batch = batch;
     split_batch.max_keys = max_keys;
     split_batch.split_workspace = workspace.as<float>();
     // A variant: within 2e-2 of the CPU twin, 1e-2 of the unsplit FMA kernel, the same bits twice.
-    auto check_variant = [&](const cuda::BatchLayout& vb, const cuda::AttentionParams& vp, const char* what) {
+    auto check_variant = [&](const BatchLayout& vb, const AttentionParams& vp, const char* what) {
       ASSERT_TRUE(cuda::PagedAttention(cache, vb, vp, dq.as<uint16_t>(), out.as<uint16_t>(), nullptr).ok());
       const auto variant = Download<uint16_t>(out, want.size());
       EXPECT_LE(RelError(ToFloat(variant), want), 2e-2) << what << ", window " << window << " softcap " << softcap;
@@ -275,13 +263,13 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
       ASSERT_TRUE(cuda::PagedAttention(cache, vb, vp, dq.as<uint16_t>(), out.as<uint16_t>(), nullptr).ok());
       EXPECT_EQ(Download<uint16_t>(out, want.size()), variant) << what;
     };
-    const cuda::AttentionParams params{heads, scale, window, softcap};
+    const AttentionParams params{heads, scale, window, softcap};
     // The split-KV path is switched off in the runtime (model_cuda_step.cc kSplitKv): on an H100
     // it differed from the unsplit kernel by 3-14% (bench/results/gpu_split_kv_check_h100.log). Set true to work on it.
     constexpr bool kCheckSplitKv = false;
     if (kCheckSplitKv) check_variant(split_batch, params, "split-KV");
     // Tensor cores (multi-token tiles, head_dim % 16 == 0): same rounding, other fp32 orders.
-    cuda::AttentionParams tc = params;
+    AttentionParams tc = params;
     tc.tensor_cores = true;
     if (head_dim % 16 == 0) check_variant(batch, tc, "tensor cores");
     EXPECT_EQ(Download<uint16_t>(dk, pool), [&] {  // the cache holds exactly the written keys

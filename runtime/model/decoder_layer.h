@@ -1,0 +1,117 @@
+// The decoder layer of every architecture, written once for every backend. A backend (the CPU's
+// fp32 ops in model_step.cc, CUDA's bf16 ops in model_cuda_step.cc) supplies its ops and its
+// Linear; each op keeps its backend's rounding, so a DF11 model and its BF16 twin run the same
+// ops in the same order on each backend (bit-identical logits). Per layer, as transformers
+// computes it:
+//   a = attn(norm_in(h))            q/k/v (+bias) -> qk-norm -> rope -> cache -> attention -> o
+//   h = h + (sandwich ? norm_post_attn(a) : a)
+//   m = mlp(sandwich ? norm_pre_ff(h) : norm_post_attn(h))      down(act(gate) * up)
+//   h = h + (sandwich ? norm_post_ff(m) : m)
+//
+// The Ops contract (E = Ops::Element: float on the CPU, bf16 words on CUDA; shapes row-major):
+//   RmsNorm(const E* x, const Vector& w, rows, dim, E* out)  x, out [rows, dim], may alias; the
+//       model's eps and (1 + w) flag
+//   Linear(const Linear& w, const E* x, tokens, E* y)        y [T, out] = x [T, in] · W^T (+ bias)
+//   SplitColumns(src, tokens, a, b, c, dst_a, dst_b, dst_c)  a fused projection's column split
+//   Rope(sliding, E* q, E* k, tokens)                        rotates q and k at the batch's positions
+//   Attention(layer, params, q, k, v, E* out)                stores k, v in the layer's KV cache, then
+//       attends (a backend may do both in one kernel)
+//   AddThenNorm(E* hidden, const E* y, const Vector& w, tokens, dim, E* normed)
+//       hidden += y, then normed = RmsNorm(hidden) (one op so that a backend may fuse the pair)
+//   GatedActivation(act, gate, gate_stride, up, up_stride, tokens, inter, E* out)
+//   AddInPlace(E* x, const E* y, n)                          the residual add
+// Every op returns Status.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "kernels/base/status.h"
+#include "kernels/batch_layout.h"
+#include "runtime/format/layer_tensors.h"
+
+namespace df11 {
+
+// The weights of one layer as a backend holds them, indexed by LayerTensor: norm weights as
+// `Vector`, linears (with their biases) as `Linear`. Slots of tensors the architecture lacks, and
+// the linear slots of norms and biases, stay default-constructed.
+template <typename Vector, typename Linear>
+struct LayerWeightsOf {
+  std::array<Vector, kNumLayerTensors> vectors{};
+  std::array<Linear, kNumLayerTensors> linears{};
+
+  const Vector& vector(LayerTensor id) const { return vectors[static_cast<int>(id)]; }
+  const Linear& linear(LayerTensor id) const { return linears[static_cast<int>(id)]; }
+  Vector& vector(LayerTensor id) { return vectors[static_cast<int>(id)]; }
+  Linear& linear(LayerTensor id) { return linears[static_cast<int>(id)]; }
+};
+
+// The activations of a layer, reused by every layer of a step ([T, ...] rows of new tokens).
+template <typename Element>
+struct LayerBuffers {
+  Element* hidden = nullptr;  // [T, hidden] the residual stream
+  Element* normed = nullptr;  // [T, hidden]
+  Element* q = nullptr;       // [T, heads * head_dim]
+  Element* k = nullptr;       // [T, kv_heads * head_dim]
+  Element* v = nullptr;       // [T, kv_heads * head_dim]
+  Element* qkv = nullptr;     // [T, (heads + 2 kv_heads) * head_dim] (fused_qkv)
+  Element* attn = nullptr;    // [T, heads * head_dim]
+  Element* proj = nullptr;    // [T, hidden] output of o_proj / down_proj
+  Element* gate = nullptr;    // [T, inter], or [T, 2 inter] (fused_gate_up: gate | up)
+  Element* up = nullptr;      // [T, inter] (separate gate and up)
+  Element* act = nullptr;     // [T, inter]
+};
+
+inline Activation ActivationOf(const ModelConfig& c) {
+  return c.hidden_act == "gelu_pytorch_tanh" ? Activation::kGeluTanh : Activation::kSilu;
+}
+
+// Runs layer `layer` over the T new tokens of the step: b.hidden in, b.hidden out.
+template <typename Ops>
+Status RunDecoderLayer(Ops& ops, const ModelConfig& c, int64_t layer, const typename Ops::Layer& w,
+                       const LayerBuffers<typename Ops::Element>& b, int64_t T) {
+  using LT = LayerTensor;
+  const int64_t H = c.hidden_size, hd = c.head_dim, inter = c.intermediate_size;
+  const int64_t qd = c.num_heads * hd, kvd = c.num_kv_heads * hd;
+  const bool sliding = c.layer_is_sliding[layer];
+  // Attention block.
+  DF11_RETURN_IF_ERROR(ops.RmsNorm(b.hidden, w.vector(LT::kInputNorm), T, H, b.normed));
+  if (c.fused_qkv) {  // rows: q | k | v
+    DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kQkv), b.normed, T, b.qkv));
+    DF11_RETURN_IF_ERROR(ops.SplitColumns(b.qkv, T, qd, kvd, kvd, b.q, b.k, b.v));
+  } else {
+    DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kQ), b.normed, T, b.q));
+    DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kK), b.normed, T, b.k));
+    DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kV), b.normed, T, b.v));
+  }
+  if (c.qk_norm) {
+    DF11_RETURN_IF_ERROR(ops.RmsNorm(b.q, w.vector(LT::kQNorm), T * c.num_heads, hd, b.q));
+    DF11_RETURN_IF_ERROR(ops.RmsNorm(b.k, w.vector(LT::kKNorm), T * c.num_kv_heads, hd, b.k));
+  }
+  DF11_RETURN_IF_ERROR(ops.Rope(sliding, b.q, b.k, T));
+  AttentionParams params;
+  params.num_heads = c.num_heads;
+  params.scale = static_cast<float>(c.attention_scale);
+  params.sliding_window = sliding ? c.sliding_window : 0;
+  params.softcap = static_cast<float>(c.attn_logit_softcapping);
+  DF11_RETURN_IF_ERROR(ops.Attention(layer, params, b.q, b.k, b.v, b.attn));
+  DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kO), b.attn, T, b.proj));
+  if (c.sandwich_norms) DF11_RETURN_IF_ERROR(ops.RmsNorm(b.proj, w.vector(LT::kPostAttentionNorm), T, H, b.proj));
+  // MLP block.
+  const LT mlp_norm = c.sandwich_norms ? LT::kPreFeedforwardNorm : LT::kPostAttentionNorm;
+  DF11_RETURN_IF_ERROR(ops.AddThenNorm(b.hidden, b.proj, w.vector(mlp_norm), T, H, b.normed));
+  const Activation act = ActivationOf(c);
+  if (c.fused_gate_up) {  // rows: gate | up
+    DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kGateUp), b.normed, T, b.gate));
+    DF11_RETURN_IF_ERROR(ops.GatedActivation(act, b.gate, 2 * inter, b.gate + inter, 2 * inter, T, inter, b.act));
+  } else {
+    DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kGate), b.normed, T, b.gate));
+    DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kUp), b.normed, T, b.up));
+    DF11_RETURN_IF_ERROR(ops.GatedActivation(act, b.gate, inter, b.up, inter, T, inter, b.act));
+  }
+  DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kDown), b.act, T, b.proj));
+  if (c.sandwich_norms) DF11_RETURN_IF_ERROR(ops.RmsNorm(b.proj, w.vector(LT::kPostFeedforwardNorm), T, H, b.proj));
+  return ops.AddInPlace(b.hidden, b.proj, T * H);
+}
+
+}  // namespace df11
