@@ -15,6 +15,7 @@ namespace df11 {
 
 // Where a tensor goes in the layer (decoder_layer.h reads weights by these ids). In checkpoint
 // order: the order ExpectedWeights lists a layer's tensors.
+// clang-format off
 enum class LayerTensor : uint8_t {
   kInputNorm,
   kQ, kQBias, kK, kKBias, kV, kVBias,  // separate projections (+ Qwen2 biases)
@@ -27,6 +28,7 @@ enum class LayerTensor : uint8_t {
   kGateUp,                             // fused gate | up rows (Phi-3)
   kDown,
 };
+// clang-format on
 inline constexpr int kNumLayerTensors = static_cast<int>(LayerTensor::kDown) + 1;
 
 struct LayerTensorSpec {

@@ -14,9 +14,9 @@
 namespace df11 {
 
 struct StepBatch {
-  BatchArrays arrays;                 // positions, token_seq, table_begin, tables
-  std::vector<int32_t> tokens;        // [T] token ids
-  std::vector<int32_t> row_tokens;    // [R] per logits row: its token's index in [0, T)
+  BatchArrays arrays;                             // positions, token_seq, table_begin, tables
+  std::vector<int32_t> tokens;                    // [T] token ids
+  std::vector<int32_t> row_tokens;                // [R] per logits row: its token's index in [0, T)
   std::vector<std::pair<int64_t, int64_t>> rows;  // [R] per logits row: (sequence, index into its tokens)
 
   int64_t num_tokens() const { return arrays.num_tokens(); }

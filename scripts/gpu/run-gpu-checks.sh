@@ -56,7 +56,7 @@ if command -v compute-sanitizer >/dev/null; then
     > "$out/memcheck.log" 2>&1
   echo "memcheck kernels exit $?"; tail -3 "$out/memcheck.log"
   LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64" compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$bundle/bin/test_runtime" --gtest_filter='ModelCudaTest.RaggedBatchMatchesSequencesAlone:ModelCudaTest.RejectsBadInputs' \
+    "$bundle/bin/test_runtime" --gtest_filter='Devices/ModelTest.RaggedBatchMatchesSequencesAlone/Cuda:Devices/ModelTest.RejectsBadInputs/Cuda' \
     > "$out/memcheck_model.log" 2>&1
   echo "memcheck model exit $?"; tail -3 "$out/memcheck_model.log"
   done_step memcheck
@@ -128,7 +128,7 @@ done_step model_step_bench
 
 # The FMA attention kernel instead of tensor cores (DF11_ATTENTION_TC=0): fixture parity and the bench again.
 begin "FMA attention (DF11_ATTENTION_TC=0)"
-DF11_ATTENTION_TC=0 "$bundle/run" test_runtime --gtest_brief=1 --gtest_filter='*CudaHfFixture*:*GpuLogitsCloseToCpu*' \
+DF11_ATTENTION_TC=0 "$bundle/run" test_runtime --gtest_brief=1 --gtest_filter='*HfFixtureTest*Cuda*:*GpuLogitsCloseToCpu*' \
   2>&1 | head -c 200000 > "$out/test_runtime_tc.log"
 echo "tensor-core test_runtime exit ${PIPESTATUS[0]}"
 grep '^\[parity\]' "$out/test_runtime_tc.log"

@@ -136,9 +136,9 @@ TEST(CpuOps, GatedActivations) {
 }
 
 TEST(CpuOps, EmbeddingGatherAndSoftCap) {
-  const auto table = RandomBf16(6 * 4, 10);
+  const auto table = RandomBf16(int64_t{6} * 4, 10);
   std::vector<int32_t> ids = {5, 0, 5};
-  std::vector<float> out(3 * 4);
+  std::vector<float> out(size_t{3} * 4);
   EmbeddingGather(table.data(), ids, 4, 2.0f, out.data());
   for (int t = 0; t < 3; ++t) {
     for (int i = 0; i < 4; ++i) EXPECT_EQ(out[t * 4 + i], 2.0f * Bf16ToFloat(table[ids[t] * 4 + i]));
@@ -211,8 +211,8 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
   PagedAttention(cache, batch.HostLayout(), params, q.data(), out.data(), 3);
   for (int64_t t = 0; t < rows; ++t) {
     const int s = batch.token_seq[t];
-    const auto want = NaiveAttention(kfull[s], vfull[s], &q[t * heads * d], kv_heads, heads, d, batch.positions[t],
-                                     params);
+    const auto want =
+        NaiveAttention(kfull[s], vfull[s], &q[t * heads * d], kv_heads, heads, d, batch.positions[t], params);
     std::vector<float> got(out.begin() + t * heads * d, out.begin() + (t + 1) * heads * d);
     ExpectNear(got, want, 1e-5);
   }

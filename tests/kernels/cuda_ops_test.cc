@@ -210,7 +210,9 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
   const auto k_pool = RandomBf16(pool, 8), v_pool = RandomBf16(pool, 9);  // history for cached positions
   const auto k_new = RandomBf16(T * kv_heads * head_dim, 10), v_new = RandomBf16(T * kv_heads * head_dim, 11);
   const auto q = RandomBf16(T * heads * head_dim, 12);
-  for (auto [window, softcap] : {std::pair<int64_t, float>{0, 0.0f}, {5, 0.0f}, {150, 0.0f}, {0, 2.0f}}) {
+  for (const auto& variant : {std::pair<int64_t, float>{0, 0.0f}, {5, 0.0f}, {150, 0.0f}, {0, 2.0f}}) {
+    const int64_t window = variant.first;
+    const float softcap = variant.second;
     std::vector<float> ck = ToFloat(k_pool), cv = ToFloat(v_pool);
     const cpu::PagedKvLayer cpu_cache{ck.data(), cv.data(), num_blocks, block_size, kv_heads, head_dim};
     cpu::WriteKv(cpu_cache, arrays.HostLayout(), ToFloat(k_new).data(), ToFloat(v_new).data(), 1);
@@ -306,11 +308,12 @@ TEST(CudaOps, GemmMatchesCpuAndIsPlacementIndependent) {
   cuda::GemmHandle gemm;
   ASSERT_TRUE(gemm.Init(*stream).ok());
   auto dx = Upload(x), dw = Upload(w), dbias = Upload(bias);
-  std::vector<uint16_t> big(n * k + 128 * 3, 0);
-  std::copy(w.begin(), w.end(), big.begin() + 128 * 3);
+  constexpr int64_t kOffset = 128 * 3;  // elements: a 768-byte offset, still 256-byte aligned
+  std::vector<uint16_t> big(n * k + kOffset, 0);
+  std::copy(w.begin(), w.end(), big.begin() + kOffset);
   auto dbig = Upload(big);
   auto y1 = Upload(std::vector<uint16_t>(tokens * n)), y2 = Upload(std::vector<uint16_t>(tokens * n));
-  for (auto [weights, y] : {std::pair{dw.as<uint16_t>(), &y1}, std::pair{dbig.as<uint16_t>() + 128 * 3, &y2}}) {
+  for (auto [weights, y] : {std::pair{dw.as<uint16_t>(), &y1}, std::pair{dbig.as<uint16_t>() + kOffset, &y2}}) {
     ASSERT_TRUE(cuda::BroadcastBias(dbias.as<float>(), tokens, n, y->as<uint16_t>(), *stream).ok());
     ASSERT_TRUE(gemm.Gemm(dx.as<uint16_t>(), weights, tokens, n, k, true, y->as<uint16_t>()).ok());
   }

@@ -1,17 +1,55 @@
 // Test drivers of Model::Step: a single sequence (TestSession) or several in one ragged batch
 // (TestBatch), each owning a paged KV cache (on the model's device) with 4-position blocks handed
-// out in a scattered order.
+// out in a scattered order. Model tests run on every device (kDevices): CUDA instances skip
+// without a GPU (SKIP_WITHOUT_DEVICE) and run on the GPU machine.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "kernels/df11_decode_cuda.h"
 #include "runtime/model/model.h"
 
 namespace df11 {
+
+inline bool HaveDevice(Device device) {
+#if DF11_HAVE_CUDA
+  return device == Device::kCpu || CudaDeviceCount() > 0;
+#else
+  return device == Device::kCpu;
+#endif
+}
+
+#define SKIP_WITHOUT_DEVICE(device) \
+  if (!HaveDevice(device)) GTEST_SKIP() << "no CUDA device: the CUDA instance runs on the GPU machine"
+
+inline const auto kDevices = ::testing::Values(Device::kCpu, Device::kCuda);
+inline std::string DeviceLabel(Device device) { return device == Device::kCpu ? "Cpu" : "Cuda"; }
+
+inline ModelOptions OptionsFor(Device device) {
+  ModelOptions o;
+  o.device = device;
+  return o;
+}
+
+// max_i |a_i - b_i| / max_i |b_i| over n elements.
+inline double MaxRelDiff(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num = std::max(num, std::fabs(double(a[i]) - b[i]));
+    den = std::max(den, std::fabs(double(b[i])));
+  }
+  return num / std::max(den, 1e-30);
+}
+inline double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  return MaxRelDiff(a.data(), b.data(), std::min(a.size(), b.size()));
+}
 
 inline int32_t Argmax(const std::vector<float>& logits, size_t row, int64_t vocab) {
   const float* r = logits.data() + row * vocab;
