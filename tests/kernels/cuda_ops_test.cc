@@ -308,7 +308,7 @@ TEST(CudaOps, GemmMatchesCpuAndIsPlacementIndependent) {
   cuda::GemmHandle gemm;
   ASSERT_TRUE(gemm.Init(*stream).ok());
   auto dx = Upload(x), dw = Upload(w), dbias = Upload(bias);
-  constexpr int64_t kOffset = 128 * 3;  // elements: a 768-byte offset, still 256-byte aligned
+  constexpr int64_t kOffset = int64_t{128} * 3;  // elements: a 768-byte offset, still 256-byte aligned
   std::vector<uint16_t> big(n * k + kOffset, 0);
   std::copy(w.begin(), w.end(), big.begin() + kOffset);
   auto dbig = Upload(big);

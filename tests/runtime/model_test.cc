@@ -156,8 +156,8 @@ TEST_P(ModelTest, ChunkedPrefillMatchesWholePrefill) {
   const auto [bf16_dir, df11_dir] = MakeModels("phi3-tiny");
   auto model = Load(bf16_dir);
   ASSERT_TRUE(model);
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < 23; ++i) prompt.push_back((i * 37 + 11) % 512);
+  std::vector<int32_t> prompt(23);
+  for (int i = 0; i < 23; ++i) prompt[i] = (i * 37 + 11) % 512;
   TestSession whole(*model, 16);
   const auto want = whole.Prefill(prompt, false);
   TestSession chunked(*model, 16);

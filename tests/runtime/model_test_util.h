@@ -84,7 +84,7 @@ class TestBatch {
       in.sequences.push_back(std::move(seq));
     }
     StepOutput local;
-    const Status st = model_.Step(in, out ? *out : local);
+    Status st = model_.Step(in, out ? *out : local);
     if (st.ok()) {
       for (size_t s = 0; s < tokens.size(); ++s) cached_[s] += tokens[s].size();
     }
