@@ -16,10 +16,6 @@
 
 namespace df11::cpu {
 
-using df11::Activation;
-using df11::AttentionParams;
-using df11::BatchLayout;
-
 // Exact BF16 -> fp32.
 inline float Bf16ToFloat(uint16_t w) {
   const uint32_t u = static_cast<uint32_t>(w) << 16;

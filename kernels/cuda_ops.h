@@ -19,9 +19,6 @@
 
 namespace df11::cuda {
 
-using df11::Activation;
-using df11::AttentionParams;
-using df11::BatchLayout;
 
 // ---- memory, streams, timing ----
 

@@ -39,28 +39,24 @@ Status ConfigReader::Int(const std::string& key, int64_t& out) const {
   return TypeError(key, "an integer");
 }
 
-Status ConfigReader::Double(const std::string& key, double& out) const {
+template <typename T>
+Status ConfigReader::Typed(const std::string& key, bool (Json::*is)() const noexcept, const char* what, T& out) const {
   if (!Has(key)) return Status::Ok();
-  const Json& v = At(key);
-  if (!v.is_number()) return TypeError(key, "a number");
-  out = v.get<double>();
+  if (!(At(key).*is)()) return TypeError(key, what);
+  out = At(key).get<T>();
   return Status::Ok();
+}
+
+Status ConfigReader::Double(const std::string& key, double& out) const {
+  return Typed(key, &Json::is_number, "a number", out);
 }
 
 Status ConfigReader::Bool(const std::string& key, bool& out) const {
-  if (!Has(key)) return Status::Ok();
-  const Json& v = At(key);
-  if (!v.is_boolean()) return TypeError(key, "a boolean");
-  out = v.get<bool>();
-  return Status::Ok();
+  return Typed(key, &Json::is_boolean, "a boolean", out);
 }
 
 Status ConfigReader::String(const std::string& key, std::string& out) const {
-  if (!Has(key)) return Status::Ok();
-  const Json& v = At(key);
-  if (!v.is_string()) return TypeError(key, "a string");
-  out = v.get<std::string>();
-  return Status::Ok();
+  return Typed(key, &Json::is_string, "a string", out);
 }
 
 Status ConfigReader::RequiredInt(const std::string& key, int64_t& out) const {

@@ -50,6 +50,9 @@ class ConfigReader {
 
  private:
   Status TypeError(const std::string& key, const char* expected) const;
+  // out = At(key) when (At(key).*is)() (absent or null: unchanged), else TypeError naming `what`.
+  template <typename T>
+  Status Typed(const std::string& key, bool (nlohmann::json::*is)() const noexcept, const char* what, T& out) const;
 
   const nlohmann::json* object_;
   const std::string* source_;

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "kernels/base/parallel.h"
+#include "kernels/cpu_ops.h"
 #include "runtime/format/model_config.h"
 #include "runtime/format/safetensors.h"
 
@@ -65,12 +66,6 @@ json Preset(const std::string& name) {
   return c;
 }
 
-uint16_t ToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-}
-
 std::vector<uint8_t> RandomTensor(int64_t n, bool is_norm, float stddev, uint32_t seed) {
   std::vector<uint8_t> bytes(n * 2);
   ParallelFor((n + 65535) / 65536, 0, [&](int64_t b0, int64_t b1, int) {
@@ -78,7 +73,7 @@ std::vector<uint8_t> RandomTensor(int64_t n, bool is_norm, float stddev, uint32_
       std::mt19937 rng(seed * 7919u + static_cast<uint32_t>(b));
       std::normal_distribution<float> dist(is_norm ? 1.0f : 0.0f, is_norm ? 0.05f : stddev);
       for (int64_t i = b * 65536; i < std::min(n, (b + 1) * 65536); ++i) {
-        const uint16_t v = ToBf16(dist(rng));
+        const uint16_t v = cpu::FloatToBf16(dist(rng));
         bytes[2 * i] = static_cast<uint8_t>(v);
         bytes[2 * i + 1] = static_cast<uint8_t>(v >> 8);
       }

@@ -21,6 +21,10 @@ namespace df11 {
 
 #if DF11_HAVE_CUDA
 
+// Every matrix and step buffer starts at a multiple of 128 elements (256 bytes of bf16).
+constexpr uint64_t kAlignElements = 128;
+inline uint64_t AlignUp(uint64_t elements) { return (elements + kAlignElements - 1) / kAlignElements * kAlignElements; }
+
 struct DeviceLinear {
   int64_t out_features = 0;
   int64_t in_features = 0;

@@ -8,14 +8,6 @@ namespace df11 {
 
 #if DF11_HAVE_CUDA
 
-namespace {
-
-constexpr uint64_t kAlignElements = 128;  // 256 bytes of BF16
-
-uint64_t AlignUp(uint64_t v) { return (v + kAlignElements - 1) / kAlignElements * kAlignElements; }
-
-}  // namespace
-
 StatusOr<const float*> Model::CudaState::UploadFloats(const std::vector<float>& values, const char* what) {
   if (values.empty()) return static_cast<const float*>(nullptr);
   const uint64_t bytes = values.size() * sizeof(float);

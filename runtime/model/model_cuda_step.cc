@@ -16,7 +16,6 @@ namespace df11 {
 
 namespace {
 
-constexpr uint64_t kAlign = 128;  // elements (256 bytes of bf16)
 // Split-KV (flash-decoding) attention for small batches over long contexts; false = one block
 // per (tile, KV head, head chunk). OFF: on an H100 (2026-11-22) the split path differed from the
 // unsplit kernel by 3-14% relative (bench/results/gpu_split_kv_check_h100.log) in CudaOps.PagedAttentionMatchesCpu; not fixed yet.
@@ -33,8 +32,6 @@ bool TensorCoreAttention() {
   return on;
 }
 
-uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
 // The step's int32 arrays (step_batch.h), packed for one upload: tokens, embedding row per token,
 // the BatchLayout arrays, logits rows, attention tiles; offsets in int32 elements.
 struct PackedBatch {
@@ -47,16 +44,9 @@ struct PackedBatch {
 
   // The layout over the packed arrays once they are at `base` (device memory).
   BatchLayout Layout(const int32_t* base) const {
-    BatchLayout l;
-    l.num_tokens = static_cast<int64_t>(num_tokens);
-    l.positions = base + positions;
-    l.token_seq = base + token_seq;
-    l.table_begin = base + table_begin;
-    l.tables = base + tables;
-    l.tiles = base + tiles;
-    l.num_tiles = static_cast<int64_t>(num_tiles);
-    l.tile_tokens = tile_tokens;
-    return l;
+    return {static_cast<int64_t>(num_tokens), base + positions,          base + token_seq,
+            base + table_begin,              base + tables,             base + tiles,
+            static_cast<int64_t>(num_tiles), tile_tokens};
   }
 };
 

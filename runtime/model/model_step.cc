@@ -1,8 +1,8 @@
 // Model::Step: validation of a ragged batch, the CPU backend of the decoder layer (fp32
 // activations), logits (see model.h and decoder_layer.h).
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <tuple>
 
 #include "kernels/cpu_ops.h"
 #include "kernels/df11_codec.h"
@@ -111,10 +111,8 @@ struct Model::CpuOps {
   Model& model;
   const BatchLayout batch;  // host arrays of the step
   KvCache& cache;
-  const std::vector<float>& cos_global;  // [T, rotary_dim / 2] per rope kind
-  const std::vector<float>& sin_global;
-  const std::vector<float>& cos_local;
-  const std::vector<float>& sin_local;
+  const std::array<std::vector<float>, 2>& cos;  // [T, rotary_dim / 2] per rope kind: global, sliding
+  const std::array<std::vector<float>, 2>& sin;
 
   int threads() const { return model.options_.threads; }
   float eps() const { return static_cast<float>(model.config_.rms_norm_eps); }
@@ -134,10 +132,9 @@ struct Model::CpuOps {
   Status Rope(bool sliding, float* q, float* k, int64_t tokens) {
     const ModelConfig& c = model.config_;
     const int64_t rotary_dim = (sliding ? model.rope_local_ : model.rope_global_).rotary_dim;
-    const float* cos = sliding ? cos_local.data() : cos_global.data();
-    const float* sin = sliding ? sin_local.data() : sin_global.data();
-    cpu::ApplyRope(q, tokens, c.num_heads, c.head_dim, rotary_dim, cos, sin, threads());
-    cpu::ApplyRope(k, tokens, c.num_kv_heads, c.head_dim, rotary_dim, cos, sin, threads());
+    cpu::ApplyRope(q, tokens, c.num_heads, c.head_dim, rotary_dim, cos[sliding].data(), sin[sliding].data(), threads());
+    cpu::ApplyRope(k, tokens, c.num_kv_heads, c.head_dim, rotary_dim, cos[sliding].data(), sin[sliding].data(),
+                   threads());
     return Status::Ok();
   }
   Status Attention(int64_t layer, const AttentionParams& params, const float* q, const float* k, const float* v,
@@ -190,12 +187,12 @@ Status Model::Step(const StepInput& input, StepOutput& output) {
   const ModelConfig& c = config_;
   const StepBatch batch = BuildStepBatch(input, input.kv_cache->shape().block_size);
   const int64_t T = batch.num_tokens();
-  std::vector<float> cos_global, sin_global, cos_local, sin_local;
-  for (auto [kind, cos, sin] : {std::tuple{&rope_global_, &cos_global, &sin_global},
-                                std::tuple{&rope_local_, &cos_local, &sin_local}}) {
-    cos->resize(T * kind->inv_freq.size());
-    sin->resize(T * kind->inv_freq.size());
-    cpu::RopeTables(kind->inv_freq, batch.arrays.positions, cos->data(), sin->data());
+  std::array<std::vector<float>, 2> cos, sin;  // rope tables per kind: global, sliding
+  for (const bool sliding : {false, true}) {
+    const std::vector<float>& inv_freq = (sliding ? rope_local_ : rope_global_).inv_freq;
+    cos[sliding].resize(T * inv_freq.size());
+    sin[sliding].resize(T * inv_freq.size());
+    cpu::RopeTables(inv_freq, batch.arrays.positions, cos[sliding].data(), sin[sliding].data());
   }
   const int64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim, I = c.intermediate_size;
   std::vector<float> hidden(T * c.hidden_size), normed(T * c.hidden_size), q(T * qd), k(T * kvd), v(T * kvd),
@@ -203,7 +200,7 @@ Status Model::Step(const StepInput& input, StepOutput& output) {
       gate(T * I * (c.fused_gate_up ? 2 : 1)), up(c.fused_gate_up ? 0 : T * I), act(T * I);
   const LayerBuffers<float> buffers{hidden.data(), normed.data(), q.data(),    k.data(),  v.data(),  qkv.data(),
                                     attn.data(),   proj.data(),   gate.data(), up.data(), act.data()};
-  CpuOps ops{*this, batch.arrays.HostLayout(), *input.kv_cache, cos_global, sin_global, cos_local, sin_local};
+  CpuOps ops{*this, batch.arrays.HostLayout(), *input.kv_cache, cos, sin};
   DF11_RETURN_IF_ERROR(Embed(batch.tokens, hidden.data()));
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, layers_[layer], buffers, T));

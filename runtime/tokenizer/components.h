@@ -51,6 +51,23 @@ class JsonNode {
   std::string path_;
 };
 
+// The steps of a "Sequence" component: node[key] must be an array whose items `parse` (a
+// component parser returning StatusOr<std::unique_ptr<T>>) reads; `what` names an item in errors.
+template <typename T, typename Parse>
+StatusOr<std::vector<std::unique_ptr<T>>> ParseSteps(const JsonNode& node, std::string_view key, std::string_view what,
+                                                     Parse parse) {
+  DF11_ASSIGN_OR_RETURN(JsonNode list, node.Get(key));
+  if (!list.value().is_array()) return list.Error("expected an array");
+  std::vector<std::unique_ptr<T>> steps;
+  for (size_t i = 0; i < list.value().size(); ++i) {
+    JsonNode child = list.At(i);
+    if (child.is_null()) return child.Error("expected a " + std::string(what));
+    DF11_ASSIGN_OR_RETURN(std::unique_ptr<T> step, parse(child));
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
 // Parses `text` as JSON; INVALID_ARGUMENT "file: invalid JSON: ..." on failure.
 StatusOr<nlohmann::json> ParseJson(std::string_view text, const std::string& file);
 

@@ -288,15 +288,7 @@ StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const JsonNode& node) {
   }
   if (type == "Metaspace") return ParseMetaspaceDecoder(node);
   if (type == "Sequence") {
-    DF11_ASSIGN_OR_RETURN(JsonNode list, node.Get("decoders"));
-    if (!list.value().is_array()) return list.Error("expected an array");
-    std::vector<std::unique_ptr<Decoder>> steps;
-    for (size_t i = 0; i < list.value().size(); ++i) {
-      JsonNode child = list.At(i);
-      if (child.is_null()) return child.Error("expected a decoder");
-      DF11_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> step, ParseDecoder(child));
-      steps.push_back(std::move(step));
-    }
+    DF11_ASSIGN_OR_RETURN(auto steps, ParseSteps<Decoder>(node, "decoders", "decoder", ParseDecoder));
     return std::unique_ptr<Decoder>(new SequenceDecoder(std::move(steps)));
   }
   return Unimplemented(node.file() + ": " + node.path() + ": decoder type \"" + type + "\" is not supported");

@@ -124,15 +124,7 @@ StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const JsonNode& node) {
     return std::unique_ptr<Normalizer>(new StripNormalizer(left, right));
   }
   if (type == "Sequence") {
-    DF11_ASSIGN_OR_RETURN(JsonNode list, node.Get("normalizers"));
-    if (!list.value().is_array()) return list.Error("expected an array");
-    std::vector<std::unique_ptr<Normalizer>> steps;
-    for (size_t i = 0; i < list.value().size(); ++i) {
-      JsonNode child = list.At(i);
-      if (child.is_null()) return child.Error("expected a normalizer");
-      DF11_ASSIGN_OR_RETURN(std::unique_ptr<Normalizer> step, ParseNormalizer(child));
-      steps.push_back(std::move(step));
-    }
+    DF11_ASSIGN_OR_RETURN(auto steps, ParseSteps<Normalizer>(node, "normalizers", "normalizer", ParseNormalizer));
     return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(steps)));
   }
   return Unimplemented(node.file() + ": " + node.path() + ": normalizer type \"" + type + "\" is not supported");

@@ -120,15 +120,8 @@ StatusOr<std::unique_ptr<PostProcessor>> ParsePostProcessor(const JsonNode& node
   if (type == "ByteLevel") return std::unique_ptr<PostProcessor>(new NoOpProcessor);  // offsets only
   if (type == "RobertaProcessing" || type == "BertProcessing") return ParseClsSep(node);
   if (type == "Sequence") {
-    DF11_ASSIGN_OR_RETURN(JsonNode list, node.Get("processors"));
-    if (!list.value().is_array()) return list.Error("expected an array");
-    std::vector<std::unique_ptr<PostProcessor>> steps;
-    for (size_t i = 0; i < list.value().size(); ++i) {
-      JsonNode child = list.At(i);
-      if (child.is_null()) return child.Error("expected a post-processor");
-      DF11_ASSIGN_OR_RETURN(std::unique_ptr<PostProcessor> step, ParsePostProcessor(child));
-      steps.push_back(std::move(step));
-    }
+    DF11_ASSIGN_OR_RETURN(auto steps,
+                          ParseSteps<PostProcessor>(node, "processors", "post-processor", ParsePostProcessor));
     return std::unique_ptr<PostProcessor>(new SequenceProcessor(std::move(steps)));
   }
   return Unimplemented(node.file() + ": " + node.path() + ": post-processor type \"" + type + "\" is not supported");

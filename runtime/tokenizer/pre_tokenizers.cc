@@ -271,19 +271,12 @@ void SplitByPieces(const Split& in, std::vector<Pattern::Piece> pieces, bool inv
     case SplitBehavior::kRemoved:
       for (const auto& p : pieces) cuts.push_back({p.start, p.end, !p.is_match});
       break;
-    case SplitBehavior::kContiguous:
+    case SplitBehavior::kContiguous:          // a run of matches or of non-matches is one piece
+    case SplitBehavior::kMergedWithPrevious:  // a match joins the non-match before it
       for (const auto& p : pieces) {
-        if (p.is_match == previous_match && !cuts.empty()) {
-          cuts.back().end = p.end;
-        } else {
-          cuts.push_back({p.start, p.end, true});
-        }
-        previous_match = p.is_match;
-      }
-      break;
-    case SplitBehavior::kMergedWithPrevious:
-      for (const auto& p : pieces) {
-        if (p.is_match && !previous_match && !cuts.empty()) {
+        const bool merge =
+            behavior == SplitBehavior::kContiguous ? p.is_match == previous_match : p.is_match && !previous_match;
+        if (merge && !cuts.empty()) {
           cuts.back().end = p.end;
         } else {
           cuts.push_back({p.start, p.end, true});
@@ -348,15 +341,8 @@ StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const JsonNode& node) 
     return MakeCharClass(IsPunctuation, behavior);
   }
   if (type == "Sequence") {
-    DF11_ASSIGN_OR_RETURN(JsonNode list, node.Get("pretokenizers"));
-    if (!list.value().is_array()) return list.Error("expected an array");
-    std::vector<std::unique_ptr<PreTokenizer>> steps;
-    for (size_t i = 0; i < list.value().size(); ++i) {
-      JsonNode child = list.At(i);
-      if (child.is_null()) return child.Error("expected a pre-tokenizer");
-      DF11_ASSIGN_OR_RETURN(std::unique_ptr<PreTokenizer> step, ParsePreTokenizer(child));
-      steps.push_back(std::move(step));
-    }
+    DF11_ASSIGN_OR_RETURN(auto steps,
+                          ParseSteps<PreTokenizer>(node, "pretokenizers", "pre-tokenizer", ParsePreTokenizer));
     return std::unique_ptr<PreTokenizer>(new SequencePreTokenizer(std::move(steps)));
   }
   return Unimplemented(node.file() + ": " + node.path() + ": pre-tokenizer type \"" + type + "\" is not supported");

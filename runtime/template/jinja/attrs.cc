@@ -309,23 +309,22 @@ StatusOr<Value> Format(Interpreter&, const Value& self, CallArgs& a) {
 }
 
 // ---- dict / list methods ----
-StatusOr<Value> DictItems(Interpreter&, const Value& self, CallArgs& a) {
-  DF11_RETURN_IF_ERROR(BindArgs("dict.items", a, {}).status());
+// dict.items() / keys() / values(): a view over the entries, each projected by `part`.
+template <typename Part>
+StatusOr<Value> DictView(const char* name, Value::View view, const Value& self, CallArgs& a, Part part) {
+  DF11_RETURN_IF_ERROR(BindArgs(name, a, {}).status());
   std::vector<Value> items;
-  for (const auto& [k, v] : self.dict().entries()) items.push_back(Value::Tuple({k, v}));
-  return Value::MakeView(Value::View::kItems, std::move(items));
+  for (const auto& [k, v] : self.dict().entries()) items.push_back(part(k, v));
+  return Value::MakeView(view, std::move(items));
+}
+StatusOr<Value> DictItems(Interpreter&, const Value& self, CallArgs& a) {
+  return DictView("dict.items", Value::View::kItems, self, a, [](auto& k, auto& v) { return Value::Tuple({k, v}); });
 }
 StatusOr<Value> DictKeys(Interpreter&, const Value& self, CallArgs& a) {
-  DF11_RETURN_IF_ERROR(BindArgs("dict.keys", a, {}).status());
-  std::vector<Value> items;
-  for (const auto& [k, v] : self.dict().entries()) items.push_back(k);
-  return Value::MakeView(Value::View::kKeys, std::move(items));
+  return DictView("dict.keys", Value::View::kKeys, self, a, [](auto& k, auto&) { return k; });
 }
 StatusOr<Value> DictValues(Interpreter&, const Value& self, CallArgs& a) {
-  DF11_RETURN_IF_ERROR(BindArgs("dict.values", a, {}).status());
-  std::vector<Value> items;
-  for (const auto& [k, v] : self.dict().entries()) items.push_back(v);
-  return Value::MakeView(Value::View::kValues, std::move(items));
+  return DictView("dict.values", Value::View::kValues, self, a, [](auto&, auto& v) { return v; });
 }
 StatusOr<Value> DictGet(Interpreter&, const Value& self, CallArgs& a) {
   DF11_ASSIGN_OR_RETURN(auto p, BindArgs("dict.get", a, {{"key"}, {"default", false, Value::None()}}));

@@ -63,20 +63,17 @@ class ParserBase {
     return v;
   }
 
-  ExprPtr Node(Expr::Kind kind, const Token& at) {
-    auto e = std::make_unique<Expr>();
-    e->kind = kind;
-    e->line = at.line;
-    e->col = at.col;
-    return e;
+  // A new Expr or Stmt of `kind` at `at`'s position.
+  template <typename T>
+  static std::unique_ptr<T> Make(typename T::Kind kind, const Token& at) {
+    auto n = std::make_unique<T>();
+    n->kind = kind;
+    n->line = at.line;
+    n->col = at.col;
+    return n;
   }
-  StmtPtr MakeStmt(Stmt::Kind kind, const Token& at) {
-    auto s = std::make_unique<Stmt>();
-    s->kind = kind;
-    s->line = at.line;
-    s->col = at.col;
-    return s;
-  }
+  static ExprPtr Node(Expr::Kind kind, const Token& at) { return Make<Expr>(kind, at); }
+  static StmtPtr MakeStmt(Stmt::Kind kind, const Token& at) { return Make<Stmt>(kind, at); }
 
   struct DepthGuard {
     explicit DepthGuard(int* d) : d_(d) { ++*d_; }
@@ -97,11 +94,13 @@ class ParserBase {
                                bool explicit_parens);
   bool IsTupleEnd(std::initializer_list<const char*> extra_end) const;
   StatusOr<ExprPtr> ParseExpression(bool with_condexpr);
+  StatusOr<ExprPtr> ParseChain(const char* word, Expr::Kind kind, StatusOr<ExprPtr> (ParserBase::*next)());
   StatusOr<ExprPtr> ParseOr();
   StatusOr<ExprPtr> ParseAnd();
   StatusOr<ExprPtr> ParseNot();
   StatusOr<ExprPtr> ParseCompare();
   StatusOr<ExprPtr> Binary(ExprPtr left, const Token& at, std::string op, ExprPtr right);
+  StatusOr<ExprPtr> ParseBinaryLevel(std::initializer_list<const char*> ops, StatusOr<ExprPtr> (ParserBase::*next)());
   StatusOr<ExprPtr> ParseMath1();
   StatusOr<ExprPtr> ParseConcat();
   StatusOr<ExprPtr> ParseMath2();

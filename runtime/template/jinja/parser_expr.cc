@@ -1,4 +1,5 @@
 // Jinja expression parsing (jinja2/parser.py precedence and quirks); see parser_base.h.
+#include <algorithm>
 #include <cstdlib>
 
 #include "runtime/template/jinja/builtins.h"
@@ -81,12 +82,13 @@ StatusOr<ExprPtr> ParserBase::ParseExpression(bool with_condexpr) {
   return expr1;
 }
 
-StatusOr<ExprPtr> ParserBase::ParseOr() {
-  DF11_ASSIGN_OR_RETURN(ExprPtr left, ParseAnd());
-  while (IsName("or")) {
-    auto n = Node(Expr::Kind::kOr, Cur());
+// left (word right)*, left-associative: `a or b or c` is or(or(a, b), c).
+StatusOr<ExprPtr> ParserBase::ParseChain(const char* word, Expr::Kind kind, StatusOr<ExprPtr> (ParserBase::*next)()) {
+  DF11_ASSIGN_OR_RETURN(ExprPtr left, (this->*next)());
+  while (IsName(word)) {
+    auto n = Node(kind, Cur());
     Advance();
-    DF11_ASSIGN_OR_RETURN(ExprPtr right, ParseAnd());
+    DF11_ASSIGN_OR_RETURN(ExprPtr right, (this->*next)());
     n->kids.push_back(std::move(left));
     n->kids.push_back(std::move(right));
     left = std::move(n);
@@ -94,18 +96,8 @@ StatusOr<ExprPtr> ParserBase::ParseOr() {
   return left;
 }
 
-StatusOr<ExprPtr> ParserBase::ParseAnd() {
-  DF11_ASSIGN_OR_RETURN(ExprPtr left, ParseNot());
-  while (IsName("and")) {
-    auto n = Node(Expr::Kind::kAnd, Cur());
-    Advance();
-    DF11_ASSIGN_OR_RETURN(ExprPtr right, ParseNot());
-    n->kids.push_back(std::move(left));
-    n->kids.push_back(std::move(right));
-    left = std::move(n);
-  }
-  return left;
-}
+StatusOr<ExprPtr> ParserBase::ParseOr() { return ParseChain("or", Expr::Kind::kOr, &ParserBase::ParseAnd); }
+StatusOr<ExprPtr> ParserBase::ParseAnd() { return ParseChain("and", Expr::Kind::kAnd, &ParserBase::ParseNot); }
 
 StatusOr<ExprPtr> ParserBase::ParseNot() {
   if (IsName("not")) {
@@ -160,17 +152,21 @@ StatusOr<ExprPtr> ParserBase::Binary(ExprPtr left, const Token& at, std::string 
   return n;
 }
 
-StatusOr<ExprPtr> ParserBase::ParseMath1() {
+// left (op right)* for the operators `ops` of one precedence level, left-associative.
+StatusOr<ExprPtr> ParserBase::ParseBinaryLevel(std::initializer_list<const char*> ops,
+                                               StatusOr<ExprPtr> (ParserBase::*next)()) {
   const Token start = Cur();
-  DF11_ASSIGN_OR_RETURN(ExprPtr left, ParseConcat());
-  while (IsOp("+") || IsOp("-")) {
+  DF11_ASSIGN_OR_RETURN(ExprPtr left, (this->*next)());
+  while (std::any_of(ops.begin(), ops.end(), [&](const char* op) { return IsOp(op); })) {
     std::string op = Cur().value;
     Advance();
-    DF11_ASSIGN_OR_RETURN(ExprPtr right, ParseConcat());
+    DF11_ASSIGN_OR_RETURN(ExprPtr right, (this->*next)());
     DF11_ASSIGN_OR_RETURN(left, Binary(std::move(left), start, op, std::move(right)));
   }
   return left;
 }
+
+StatusOr<ExprPtr> ParserBase::ParseMath1() { return ParseBinaryLevel({"+", "-"}, &ParserBase::ParseConcat); }
 
 StatusOr<ExprPtr> ParserBase::ParseConcat() {
   const Token start = Cur();
@@ -186,15 +182,7 @@ StatusOr<ExprPtr> ParserBase::ParseConcat() {
 }
 
 StatusOr<ExprPtr> ParserBase::ParseMath2() {
-  const Token start = Cur();
-  DF11_ASSIGN_OR_RETURN(ExprPtr left, ParsePow());
-  while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
-    std::string op = Cur().value;
-    Advance();
-    DF11_ASSIGN_OR_RETURN(ExprPtr right, ParsePow());
-    DF11_ASSIGN_OR_RETURN(left, Binary(std::move(left), start, op, std::move(right)));
-  }
-  return left;
+  return ParseBinaryLevel({"*", "/", "//", "%"}, &ParserBase::ParsePow);
 }
 
 StatusOr<ExprPtr> ParserBase::ParsePow() {
