@@ -46,7 +46,8 @@ class ByteLevelDecoder : public Decoder {
     size_t held = 0;
     std::string text = Utf8Lossy(bytes, !context.at_end, &held);
     if (held != 0) state.held = true;
-    tokens.assign(1, std::move(text));
+    tokens.clear();
+    tokens.push_back(std::move(text));
     state.fused = true;
   }
 };
@@ -104,7 +105,8 @@ class FuseDecoder : public Decoder {
   void Decode(std::vector<std::string>& tokens, const DecodeContext&, DecodeState& state) const override {
     std::string joined;
     for (const std::string& t : tokens) joined += t;
-    tokens.assign(1, std::move(joined));
+    tokens.clear();
+    tokens.push_back(std::move(joined));
     state.fused = true;
   }
 };
