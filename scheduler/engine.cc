@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "scheduler/device_memory.h"
+#include "kernels/gpu.h"
 #include "scheduler/engine_impl.h"
 
 namespace df11 {
@@ -31,12 +31,13 @@ StatusOr<int64_t> InitialKvBudget(const EngineOptions& o) {
   if (o.kv_memory_bytes > 0) return o.kv_memory_bytes;
   if (o.device == Device::kCpu) return kDefaultCpuKvBytes;
   if (o.max_model_bytes == 0) return int64_t{0};
-  const std::optional<int64_t> free = FreeDeviceBytes();
-  if (!free) return FailedPrecondition("no CUDA device memory to size the KV cache from; set kv_memory_bytes");
-  const double budget = o.kv_memory_fraction * static_cast<double>(*free - o.max_model_bytes);
+  const std::optional<GpuMemory> gpu = QueryGpuMemory();
+  if (!gpu) return FailedPrecondition("no CUDA device memory to size the KV cache from; set kv_memory_bytes");
+  const int64_t free = static_cast<int64_t>(gpu->free_bytes);
+  const double budget = o.kv_memory_fraction * static_cast<double>(free - o.max_model_bytes);
   if (budget <= 0) {
     return ResourceExhausted("max_model_bytes " + std::to_string(o.max_model_bytes) + " leaves no KV memory: " +
-                             std::to_string(*free) + " bytes free on the device");
+                             std::to_string(free) + " bytes free on the device");
   }
   return static_cast<int64_t>(budget);
 }
@@ -163,8 +164,8 @@ uint64_t Engine::Impl::ResidentBudget() const {
     return used >= budget ? 1 : budget - used;  // 1: nothing fits (0 would mean unlimited)
   }
   if (options.device == Device::kCuda) {
-    const std::optional<int64_t> free = FreeDeviceBytes();
-    if (free && *free > 0) return static_cast<uint64_t>(*free);
+    const std::optional<GpuMemory> gpu = QueryGpuMemory();
+    if (gpu && gpu->free_bytes > 0) return gpu->free_bytes;
   }
   return 0;
 }
@@ -210,9 +211,9 @@ Status Engine::Impl::Register(std::vector<PreparedModel> batch) {
   // An undecided budget (CUDA without kv_memory_bytes or max_model_bytes) is sized now, from the
   // memory every model of the batch leaves: all weights first, then the KV pool.
   if (kv_budget_bytes.load() == 0) {
-    const std::optional<int64_t> free = FreeDeviceBytes();
-    if (!free) return FailedPrecondition("no CUDA device memory to size the KV cache from; set kv_memory_bytes");
-    kv_budget_bytes = static_cast<int64_t>(o.kv_memory_fraction * static_cast<double>(*free));
+    const std::optional<GpuMemory> gpu = QueryGpuMemory();
+    if (!gpu) return FailedPrecondition("no CUDA device memory to size the KV cache from; set kv_memory_bytes");
+    kv_budget_bytes = static_cast<int64_t>(o.kv_memory_fraction * static_cast<double>(gpu->free_bytes));
   }
   std::lock_guard lock(mu);
   // Within max_model_bytes: every model's weights and own workspace, plus the shared decode

@@ -6,6 +6,8 @@
 
 #include <prometheus/metric_family.h>
 
+#include "kernels/base/version.h"
+
 namespace df11 {
 namespace {
 
@@ -163,6 +165,8 @@ void WriteGpu(const GpuMemory& gpu, uint64_t used_peak, FamilyWriter& w) {
 }
 
 }  // namespace
+
+BuildInfo QueryBuildInfo() { return BuildInfo{Version(), CudaRuntimeVersion(), GpuName()}; }
 
 EngineCollector::EngineCollector(BuildInfo build, GpuSource gpu)
     : build_(std::move(build)), gpu_source_(std::move(gpu)) {}
