@@ -83,7 +83,9 @@ struct TokenLogprob {
 
 struct RequestUsage {
   int64_t prompt_tokens = 0;
-  int64_t cached_prompt_tokens = 0;  // served from the prefix cache, not recomputed
+  // Prompt tokens found in the prefix cache at the first admission, not recomputed (on the wire:
+  // Usage.cached_prompt_tokens, OpenAI usage.prompt_tokens_details.cached_tokens).
+  int64_t prefix_hit_tokens = 0;
   int64_t generated_tokens = 0;
 };
 
@@ -176,7 +178,7 @@ struct ModelStats {
   int64_t running = 0, waiting = 0;
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
   int64_t preemptions_total = 0;
-  int64_t prefix_cache_hit_tokens_total = 0;
+  int64_t prefix_hit_tokens_total = 0;  // sum of RequestUsage::prefix_hit_tokens
   int64_t prompt_tokens_total = 0, generated_tokens_total = 0;
   int64_t steps_total = 0;
   int64_t last_batch_sequences = 0, last_batch_tokens = 0;

@@ -177,14 +177,15 @@ void ModelSlot::Admit(Sequence& seq, int64_t new_blocks) {
   for (int32_t b : hit_blocks) pool_->Acquire(b);
   seq.blocks = hit_blocks;
   seq.block_hashes = hashes;
-  seq.computed = static_cast<int64_t>(hit_blocks.size()) * options_.block_size;
+  const int64_t prefix_hit_tokens = static_cast<int64_t>(hit_blocks.size()) * options_.block_size;
+  seq.num_cached = prefix_hit_tokens;
   Allocate(seq, new_blocks);
   if (!seq.admitted_once) {
     seq.admitted_once = true;
     counters_.waiting.fetch_sub(1);
-    seq.usage.cached_prompt_tokens = std::min(seq.computed, seq.prompt_len);
+    seq.usage.prefix_hit_tokens = std::min(prefix_hit_tokens, seq.prompt_len);
     if (!seq.request.warmup) {
-      stats_.prefix_cache_hit_tokens_total += seq.usage.cached_prompt_tokens;
+      stats_.prefix_hit_tokens_total += seq.usage.prefix_hit_tokens;
       stats_.prompt_tokens_total += seq.prompt_len;
     }
   }
@@ -198,7 +199,7 @@ void ModelSlot::Preempt(Sequence& seq) {
   pool_->ReleaseAll(seq.blocks);
   seq.blocks.clear();
   seq.block_hashes.clear();
-  seq.computed = 0;
+  seq.num_cached = 0;
   ++stats_.preemptions_total;
 }
 
@@ -209,7 +210,7 @@ std::vector<ModelSlot::Scheduled> ModelSlot::ApplyPlan() {
   in.block_size = options_.block_size;
   in.free_blocks = pool_->NumFree();
   for (const auto& s : running_) {
-    in.running.push_back({s->computed, static_cast<int64_t>(s->tokens.size()),
+    in.running.push_back({s->num_cached, static_cast<int64_t>(s->tokens.size()),
                           static_cast<int64_t>(s->blocks.size()), s->prefilling()});
   }
   if (!shrink_pending_) {
@@ -257,7 +258,7 @@ std::vector<ModelSlot::Scheduled> ModelSlot::ApplyPlan() {
 void ModelSlot::RegisterFullBlocks(Sequence& seq) {
   if (!options_.prefix_caching) return;
   const int64_t bs = options_.block_size;
-  const int64_t full = seq.computed / bs;
+  const int64_t full = seq.num_cached / bs;
   for (int64_t b = static_cast<int64_t>(seq.block_hashes.size()); b < full; ++b) {
     std::span<const int32_t> ids(seq.tokens.data() + b * bs, bs);
     const uint64_t hash = BlockPool::ChainHash(b == 0 ? 0 : seq.block_hashes[b - 1], ids);
@@ -277,10 +278,10 @@ void ModelSlot::Step() {
   int64_t tokens = 0;
   for (const Scheduled& s : batch) {
     SequenceInput seq;
-    seq.tokens.assign(s.seq->tokens.begin() + s.seq->computed, s.seq->tokens.begin() + s.seq->computed + s.tokens);
-    seq.num_cached = s.seq->computed;
+    seq.tokens.assign(s.seq->tokens.begin() + s.seq->num_cached, s.seq->tokens.begin() + s.seq->num_cached + s.tokens);
+    seq.num_cached = s.seq->num_cached;
     seq.block_table = s.seq->blocks;
-    if (s.seq->computed + s.tokens == static_cast<int64_t>(s.seq->tokens.size())) seq.logits_for = {s.tokens - 1};
+    if (s.seq->num_cached + s.tokens == static_cast<int64_t>(s.seq->tokens.size())) seq.logits_for = {s.tokens - 1};
     input.sequences.push_back(std::move(seq));
     tokens += s.tokens;
   }
@@ -313,7 +314,7 @@ void ModelSlot::Step() {
     }
   } else {
     for (const Scheduled& s : batch) {
-      s.seq->computed += s.tokens;
+      s.seq->num_cached += s.tokens;
       RegisterFullBlocks(*s.seq);
     }
     ProcessOutputs(batch, out);
