@@ -3,7 +3,6 @@
 #include "scheduler/engine.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 
 #include "kernels/gpu.h"
@@ -13,13 +12,6 @@ namespace df11 {
 namespace {
 
 std::string Field(const std::string& name, size_t index) { return name + "[" + std::to_string(index) + "]"; }
-
-// printf's %g: "inf", "nan", "2.5".
-std::string Num(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", v);
-  return text;
-}
 
 // KV bytes for all models together (the policy of kv_budget.h):
 //   kv_memory_bytes > 0: that; CPU otherwise: kDefaultCpuKvBytes;
@@ -56,65 +48,6 @@ Status ValidateOptions(const EngineOptions& o) {
 }
 
 }  // namespace
-
-const char* RejectReasonName(RejectReason reason) {
-  switch (reason) {
-    case RejectReason::kNone: return "none";
-    case RejectReason::kInvalid: return "invalid";
-    case RejectReason::kPromptTooLong: return "too_long";
-    case RejectReason::kQueueFull: return "queue_full";
-    case RejectReason::kUnavailable: return "unavailable";
-    case RejectReason::kUnknownModel: return "unknown_model";
-  }
-  return "other";
-}
-
-Status ValidateModelSpec(const ModelSpec& s) {
-  if (s.name.empty() || s.name.size() > kMaxModelNameBytes) {
-    return InvalidArgument("name: must be 1 to " + std::to_string(kMaxModelNameBytes) + " bytes, got " +
-                           std::to_string(s.name.size()));
-  }
-  for (size_t i = 0; i < s.name.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(s.name[i]);
-    if (c <= 0x20 || c >= 0x7f) {
-      return InvalidArgument("name: byte " + std::to_string(i) + " is not printable ASCII (" +
-                             std::to_string(c) + "); names are printable ASCII without spaces");
-    }
-  }
-  if (s.path.empty()) return InvalidArgument("path: must not be empty");
-  for (size_t i = 0; i < s.path.size(); ++i) {
-    if (static_cast<unsigned char>(s.path[i]) < 0x20 || s.path[i] == 0x7f) {
-      return InvalidArgument("path: byte " + std::to_string(i) + " is a control character");
-    }
-  }
-  // Written so that NaN fails every check.
-  if (!(s.kv_share > 0 && s.kv_share <= kMaxModelShare)) {
-    return InvalidArgument("kv_share: must be in (0, 1e6], got " + Num(s.kv_share));
-  }
-  if (!(s.weight > 0 && s.weight <= kMaxModelShare)) {
-    return InvalidArgument("weight: must be in (0, 1e6], got " + Num(s.weight));
-  }
-  if (s.kv_min_blocks < 0 || s.kv_min_blocks > kMaxKvMinBlocks) {
-    return InvalidArgument("kv_min_blocks: must be in [0, 2^40], got " + std::to_string(s.kv_min_blocks));
-  }
-  if (s.max_seqs < 0 || s.max_seqs > kMaxModelSeqs) {
-    return InvalidArgument("max_seqs: must be in [0, 1000000], got " + std::to_string(s.max_seqs));
-  }
-  return Status::Ok();
-}
-
-const char* FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kEos: return "eos";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kDeadline: return "deadline";
-    case FinishReason::kError: return "error";
-  }
-  return "unknown";
-}
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 

@@ -15,7 +15,9 @@
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/model.h"
 #include "scheduler/block_pool.h"
-#include "scheduler/engine.h"
+#include "scheduler/model_spec.h"
+#include "scheduler/observer.h"
+#include "scheduler/request.h"
 #include "scheduler/sequence.h"
 
 namespace df11 {

@@ -8,8 +8,9 @@
 #include <optional>
 #include <vector>
 
+#include "runtime/model/sampler.h"
 #include "runtime/tokenizer/detokenizer.h"
-#include "scheduler/engine.h"
+#include "scheduler/request.h"
 #include "scheduler/stop_filter.h"
 
 namespace df11 {
