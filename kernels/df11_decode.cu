@@ -21,6 +21,7 @@
 
 #include "kernels/df11_decode_cuda.h"
 #include "kernels/df11_fast_table.h"
+#include "kernels/gpu.h"
 
 namespace df11 {
 namespace {
@@ -231,25 +232,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
 // ---- launchers ----
 
-int CudaDeviceCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
 uint64_t Df11DecodeSharedBytes(const DeviceUnit& unit) {
   return kTableBytes + kScanBytes + kStagingBytes + ((unit.max_chunk_elements + 16 + 15) & ~15u);
 }
-
-static Status CudaStatus(cudaError_t err, const char* what, const char* file, int line) {
-  if (err == cudaSuccess) return Status::Ok();
-  const StatusCode code = err == cudaErrorMemoryAllocation ? StatusCode::kResourceExhausted : StatusCode::kInternal;
-  return Status(code, std::string(what) + ": " + cudaGetErrorString(err) + " (" + file + ":" + std::to_string(line) + ")");
-}
-#define DF11_CUDA_RETURN(expr) DF11_RETURN_IF_ERROR(CudaStatus((expr), #expr, __FILE__, __LINE__))
 
 namespace {
 

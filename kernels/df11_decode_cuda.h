@@ -14,12 +14,9 @@
 
 #include "kernels/df11_format.h"
 #include "kernels/base/status.h"
-
-struct CUstream_st;
+#include "kernels/gpu.h"  // GpuStream, CudaDeviceCount
 
 namespace df11 {
-
-using GpuStream = CUstream_st*;  // == cudaStream_t
 
 // Device pointers of one uploaded unit (all inside one allocation owned by DeviceUnitBuffer).
 struct DeviceUnit {
@@ -90,8 +87,5 @@ Status LaunchDf11DecodeItems(const DeviceUnit& unit, const Df11DecodeItem* items
 
 // Shared memory per thread block the kernel needs for this unit (bytes).
 uint64_t Df11DecodeSharedBytes(const DeviceUnit& unit);
-
-// Number of CUDA devices (0 when the driver or device is missing; never fails).
-int CudaDeviceCount();
 
 }  // namespace df11

@@ -3,23 +3,15 @@
 #include "scheduler/engine.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 
-#include "scheduler/device_memory.h"
+#include "kernels/gpu.h"
 #include "scheduler/engine_impl.h"
 
 namespace df11 {
 namespace {
 
 std::string Field(const std::string& name, size_t index) { return name + "[" + std::to_string(index) + "]"; }
-
-// printf's %g: "inf", "nan", "2.5".
-std::string Num(double v) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", v);
-  return text;
-}
 
 // KV bytes for all models together (the policy of kv_budget.h):
 //   kv_memory_bytes > 0: that; CPU otherwise: kDefaultCpuKvBytes;
@@ -31,12 +23,13 @@ StatusOr<int64_t> InitialKvBudget(const EngineOptions& o) {
   if (o.kv_memory_bytes > 0) return o.kv_memory_bytes;
   if (o.device == Device::kCpu) return kDefaultCpuKvBytes;
   if (o.max_model_bytes == 0) return int64_t{0};
-  const std::optional<int64_t> free = FreeDeviceBytes();
-  if (!free) return FailedPrecondition("no CUDA device memory to size the KV cache from; set kv_memory_bytes");
-  const double budget = o.kv_memory_fraction * static_cast<double>(*free - o.max_model_bytes);
+  const std::optional<GpuMemory> gpu = QueryGpuMemory();
+  if (!gpu) return FailedPrecondition("no CUDA device memory to size the KV cache from; set kv_memory_bytes");
+  const int64_t free = static_cast<int64_t>(gpu->free_bytes);
+  const double budget = o.kv_memory_fraction * static_cast<double>(free - o.max_model_bytes);
   if (budget <= 0) {
     return ResourceExhausted("max_model_bytes " + std::to_string(o.max_model_bytes) + " leaves no KV memory: " +
-                             std::to_string(*free) + " bytes free on the device");
+                             std::to_string(free) + " bytes free on the device");
   }
   return static_cast<int64_t>(budget);
 }
@@ -55,65 +48,6 @@ Status ValidateOptions(const EngineOptions& o) {
 }
 
 }  // namespace
-
-const char* RejectReasonName(RejectReason reason) {
-  switch (reason) {
-    case RejectReason::kNone: return "none";
-    case RejectReason::kInvalid: return "invalid";
-    case RejectReason::kPromptTooLong: return "too_long";
-    case RejectReason::kQueueFull: return "queue_full";
-    case RejectReason::kUnavailable: return "unavailable";
-    case RejectReason::kUnknownModel: return "unknown_model";
-  }
-  return "other";
-}
-
-Status ValidateModelSpec(const ModelSpec& s) {
-  if (s.name.empty() || s.name.size() > kMaxModelNameBytes) {
-    return InvalidArgument("name: must be 1 to " + std::to_string(kMaxModelNameBytes) + " bytes, got " +
-                           std::to_string(s.name.size()));
-  }
-  for (size_t i = 0; i < s.name.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(s.name[i]);
-    if (c <= 0x20 || c >= 0x7f) {
-      return InvalidArgument("name: byte " + std::to_string(i) + " is not printable ASCII (" +
-                             std::to_string(c) + "); names are printable ASCII without spaces");
-    }
-  }
-  if (s.path.empty()) return InvalidArgument("path: must not be empty");
-  for (size_t i = 0; i < s.path.size(); ++i) {
-    if (static_cast<unsigned char>(s.path[i]) < 0x20 || s.path[i] == 0x7f) {
-      return InvalidArgument("path: byte " + std::to_string(i) + " is a control character");
-    }
-  }
-  // Written so that NaN fails every check.
-  if (!(s.kv_share > 0 && s.kv_share <= kMaxModelShare)) {
-    return InvalidArgument("kv_share: must be in (0, 1e6], got " + Num(s.kv_share));
-  }
-  if (!(s.weight > 0 && s.weight <= kMaxModelShare)) {
-    return InvalidArgument("weight: must be in (0, 1e6], got " + Num(s.weight));
-  }
-  if (s.kv_min_blocks < 0 || s.kv_min_blocks > kMaxKvMinBlocks) {
-    return InvalidArgument("kv_min_blocks: must be in [0, 2^40], got " + std::to_string(s.kv_min_blocks));
-  }
-  if (s.max_seqs < 0 || s.max_seqs > kMaxModelSeqs) {
-    return InvalidArgument("max_seqs: must be in [0, 1000000], got " + std::to_string(s.max_seqs));
-  }
-  return Status::Ok();
-}
-
-const char* FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kEos: return "eos";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kDeadline: return "deadline";
-    case FinishReason::kError: return "error";
-  }
-  return "unknown";
-}
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -163,8 +97,8 @@ uint64_t Engine::Impl::ResidentBudget() const {
     return used >= budget ? 1 : budget - used;  // 1: nothing fits (0 would mean unlimited)
   }
   if (options.device == Device::kCuda) {
-    const std::optional<int64_t> free = FreeDeviceBytes();
-    if (free && *free > 0) return static_cast<uint64_t>(*free);
+    const std::optional<GpuMemory> gpu = QueryGpuMemory();
+    if (gpu && gpu->free_bytes > 0) return gpu->free_bytes;
   }
   return 0;
 }
@@ -210,9 +144,9 @@ Status Engine::Impl::Register(std::vector<PreparedModel> batch) {
   // An undecided budget (CUDA without kv_memory_bytes or max_model_bytes) is sized now, from the
   // memory every model of the batch leaves: all weights first, then the KV pool.
   if (kv_budget_bytes.load() == 0) {
-    const std::optional<int64_t> free = FreeDeviceBytes();
-    if (!free) return FailedPrecondition("no CUDA device memory to size the KV cache from; set kv_memory_bytes");
-    kv_budget_bytes = static_cast<int64_t>(o.kv_memory_fraction * static_cast<double>(*free));
+    const std::optional<GpuMemory> gpu = QueryGpuMemory();
+    if (!gpu) return FailedPrecondition("no CUDA device memory to size the KV cache from; set kv_memory_bytes");
+    kv_budget_bytes = static_cast<int64_t>(o.kv_memory_fraction * static_cast<double>(gpu->free_bytes));
   }
   std::lock_guard lock(mu);
   // Within max_model_bytes: every model's weights and own workspace, plus the shared decode
@@ -332,6 +266,7 @@ Status Engine::Impl::Validate(const GenerateRequest& r, const RegisteredModel& m
     }
   }
   if (r.max_tokens < 1) return InvalidArgument("max_tokens must be >= 1, got " + std::to_string(r.max_tokens));
+  // The one check of the sampling parameters: every token of the request is sampled with them.
   DF11_RETURN_IF_ERROR(ValidateSamplingParams(r.sampling));
   if (r.sampling.top_logprobs < 0 || r.sampling.top_logprobs > vocab) {
     return InvalidArgument("top_logprobs must be in [0, vocab size " + std::to_string(vocab) + "]");

@@ -1,5 +1,7 @@
 // Engine: continuous batching of generation requests over several resident models on one device.
-// The contract between scheduler/ and server/ (the server translates RPCs into these calls).
+// The contract between scheduler/ and server/ (the server translates RPCs into these calls),
+// with the request and event types (request.h), ModelSpec (model_spec.h) and what the engine
+// reports (observer.h).
 //
 // Threads (see docs/ARCHITECTURE.md):
 //   - one engine thread per Engine owns every request, every KV block and the model choice; it
@@ -11,125 +13,19 @@
 //     return). The engine never waits on a client.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/base/status.h"
 #include "runtime/model/model.h"
-#include "runtime/format/model_config.h"
-#include "runtime/model/sampler.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "scheduler/model_spec.h"
+#include "scheduler/observer.h"
+#include "scheduler/request.h"
 
 namespace df11 {
-
-using RequestId = uint64_t;
-using Clock = std::chrono::steady_clock;
-
-enum class FinishReason {
-  kNone,       // still running (only in non-final events)
-  kStop,       // a stop string or stop token id matched
-  kLength,     // max_tokens reached, or the model's context is full
-  kEos,        // an end-of-sequence token of the model
-  kCancelled,  // Cancel() or engine shutdown
-  kDeadline,   // the request's deadline passed
-  kError,      // see RequestEvent::status
-};
-const char* FinishReasonName(FinishReason reason);  // "stop", "length", "eos", ...
-
-// One generation request. Prompt tokens are final (the server has tokenized and applied the chat
-// template); the engine does sampling, stop handling and incremental detokenization.
-struct GenerateRequest {
-  std::string model;                   // served model name (ModelSpec::name)
-  std::vector<int32_t> prompt_tokens;  // [n >= 1], ids in [0, vocab)
-  SamplingParams sampling;             // sampling.top_logprobs > 0 also turns on logprobs
-  bool logprobs = false;               // report the chosen token's logprob (and top_logprobs)
-  int64_t max_tokens = 256;            // >= 1; also capped by the model's max positions
-  std::vector<std::string> stop_strings;  // matched on the detokenized text; never emitted
-  std::vector<int32_t> stop_token_ids;    // finish with kStop; the id is not emitted as text
-  bool ignore_eos = false;                // don't stop at the tokenizer's stop ids
-  bool skip_special_tokens = true;        // in the text deltas
-  int32_t priority = 0;                   // higher first among waiting requests of one model
-  std::optional<Clock::time_point> deadline;  // past it: finish with kDeadline
-  std::string client_request_id;              // echoed in logs, opaque to the engine
-  bool warmup = false;  // the server's own warm-up request: left out of request and token metrics
-};
-
-// A cancellation that arrives this close to (or after) the request's deadline is the deadline
-// firing: the client's own timer cancels the call a little before the server's deadline passes
-// (network and queueing delay), so both the server's status and the engine count it as a deadline.
-inline constexpr std::chrono::milliseconds kDeadlineCancelTolerance{250};
-
-// Why Submit refused a request, for metrics labels (the Status says it to the client).
-enum class RejectReason {
-  kNone,
-  kInvalid,        // a field out of range (INVALID_ARGUMENT)
-  kPromptTooLong,  // the prompt does not fit the model's context or KV cache (INVALID_ARGUMENT)
-  kQueueFull,      // max_waiting reached (RESOURCE_EXHAUSTED, retryable)
-  kUnavailable,    // draining or shutting down (UNAVAILABLE)
-  kUnknownModel,   // NOT_FOUND
-};
-const char* RejectReasonName(RejectReason reason);  // "invalid", "too_long", "queue_full", ...
-
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0.0f;
-  std::vector<std::pair<int32_t, float>> top;  // the request's top_logprobs alternatives
-};
-
-struct RequestUsage {
-  int64_t prompt_tokens = 0;
-  int64_t cached_prompt_tokens = 0;  // served from the prefix cache, not recomputed
-  int64_t generated_tokens = 0;
-};
-
-// Seconds, measured on the engine thread with Clock.
-struct RequestTimings {
-  double queue_seconds = 0;          // submit -> first scheduled
-  double first_token_seconds = 0;    // submit -> first generated token
-  double prefill_seconds = 0;        // first scheduled -> first generated token
-  double decode_seconds = 0;         // first generated token -> finish
-  double total_seconds = 0;          // submit -> finish
-};
-
-// What an EventSink receives: zero or more deltas, then exactly one final event (finished = true).
-struct RequestEvent {
-  RequestId id = 0;
-  std::vector<int32_t> token_ids;        // new generated ids (stop-string tails included)
-  std::string text;                      // new text, valid UTF-8, stop strings cut out
-  std::vector<TokenLogprob> logprobs;    // one per token id when requested
-  bool finished = false;
-  FinishReason finish_reason = FinishReason::kNone;
-  Status status;                         // non-OK only with kError (and kCancelled on shutdown)
-  RequestUsage usage;                    // final event only
-  RequestTimings timings;                // final event only
-};
-using EventSink = std::function<void(RequestEvent&&)>;
-
-// One model to serve.
-struct ModelSpec {
-  std::string name;        // served name; unique within the engine
-  std::string path;        // DF11 or BF16 model directory (tokenizer files optional)
-  double kv_share = 1.0;   // weight of this model in the shared KV remainder (> 0)
-  int64_t kv_min_blocks = 0;  // 0 = enough for one max-length sequence
-  double weight = 1.0;     // fairness weight between models with pending work (> 0)
-  int64_t max_seqs = 0;    // 0 = EngineOptions::max_seqs
-};
-
-// Bounds of the ModelSpec fields (docs/api.md, "Configuration").
-inline constexpr double kMaxModelShare = 1e6;          // kv_share and weight: (0, 1e6]
-inline constexpr int64_t kMaxModelSeqs = 1000000;      // max_seqs: [0, 1e6]
-inline constexpr int64_t kMaxKvMinBlocks = int64_t{1} << 40;
-inline constexpr size_t kMaxModelNameBytes = 128;
-// The one check of a ModelSpec, used by the config file, the Admin service and LoadModel:
-// INVALID_ARGUMENT whose message starts with the field name ("kv_share: must be in (0, 1e6], got
-// inf"). A name is 1-128 bytes of printable ASCII without spaces; a path is non-empty without
-// control characters.
-Status ValidateModelSpec(const ModelSpec& spec);
 
 struct EngineOptions {
   Device device = Device::kCpu;
@@ -170,45 +66,10 @@ struct ModelInfo {
   uint64_t shared_scratch_bytes = 0;  // what it needs of the engine's shared decode scratch (CUDA)
 };
 
-// Counters are totals since start; gauges are the values after the last step.
-struct ModelStats {
-  std::string name;
-  int64_t running = 0, waiting = 0;
-  int64_t kv_blocks_used = 0, kv_blocks_total = 0;
-  int64_t preemptions_total = 0;
-  int64_t prefix_cache_hit_tokens_total = 0;
-  int64_t prompt_tokens_total = 0, generated_tokens_total = 0;
-  int64_t steps_total = 0;
-  int64_t last_batch_sequences = 0, last_batch_tokens = 0;
-  double last_step_seconds = 0, last_decompress_seconds = 0;
-};
 struct EngineStats {
   std::vector<ModelStats> models;
   int64_t rejected_queue_full_total = 0;
   uint64_t shared_scratch_bytes = 0;  // CUDA: the one DF11 decode scratch all models share
-};
-
-// Called on the engine thread after every step and at every request's end; must not block.
-// Metrics use these to fill histograms.
-struct StepRecord {
-  std::string model;
-  int64_t sequences = 0, tokens = 0;
-  double step_seconds = 0, decompress_seconds = 0;
-};
-struct RequestRecord {
-  std::string model;
-  RequestId id = 0;
-  std::string client_request_id;
-  FinishReason finish_reason = FinishReason::kNone;
-  Status status;
-  RequestUsage usage;
-  RequestTimings timings;
-  std::vector<double> inter_token_seconds;  // gaps between consecutive generated tokens
-  bool warmup = false;                      // GenerateRequest::warmup
-};
-struct EngineObserver {
-  std::function<void(const StepRecord&)> on_step;
-  std::function<void(const RequestRecord&)> on_request;
 };
 
 class Engine {

@@ -87,19 +87,9 @@ void Engine::Impl::Apply(EngineCommand& c) {
           return;
         }
       }
-      // Unloaded between Submit and here: end it like an unload would have.
-      RequestEvent event;
-      event.id = c.sequence->id;
-      event.finished = true;
-      event.finish_reason = FinishReason::kCancelled;
-      event.status = Status(StatusCode::kCancelled, "model '" + c.model + "' was unloaded");
-      counters.waiting.fetch_sub(1);
-      if (observer.on_request) {
-        observer.on_request({c.model, event.id, c.sequence->request.client_request_id, event.finish_reason,
-                             event.status, {}, {}, {}, c.sequence->request.warmup});
-      }
-      counters.in_flight.fetch_sub(1);
-      c.sequence->sink(std::move(event));
+      // Unloaded between Submit and here: end it as an unload ends a waiting request.
+      EndRequest(std::move(c.sequence), FinishReason::kCancelled,
+                 Status(StatusCode::kCancelled, "model '" + c.model + "' was unloaded"), c.model, counters, observer);
       return;
     }
     case Kind::kCancel:

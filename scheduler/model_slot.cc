@@ -95,25 +95,36 @@ void ModelSlot::FinishAll(FinishReason reason, const Status& status) {
   RefreshGauges();
 }
 
-void ModelSlot::Finish(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status) {
-  if (pool_) pool_->ReleaseAll(seq->blocks);
-  seq->blocks.clear();
-  if (!seq->admitted_once) counters_.waiting.fetch_sub(1);
-  const Clock::time_point now = Clock::now();
+void EndRequest(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status, const std::string& model,
+                EngineCounters& counters, const EngineObserver& observer) {
+  if (!seq->admitted_once) counters.waiting.fetch_sub(1);
   RequestEvent event;
   event.id = seq->id;
   if (reason != FinishReason::kError && reason != FinishReason::kCancelled) seq->FlushText(event);
   event.finished = true;
   event.finish_reason = reason;
   event.status = status;
-  seq->Finalize(now, event);
-  if (observer_.on_request) {
-    RequestRecord record{spec_.name, seq->id, seq->request.client_request_id, reason, status,
-                         event.usage, event.timings, seq->inter_token_seconds, seq->request.warmup};
-    observer_.on_request(record);
+  seq->Finalize(Clock::now(), event);
+  if (observer.on_request) {
+    RequestRecord record{model,        seq->id,       seq->request.client_request_id, reason, status,
+                         event.usage,  event.timings, seq->inter_token_seconds,       seq->request.warmup};
+    observer.on_request(record);
   }
-  counters_.in_flight.fetch_sub(1);  // before the final event, so a client that saw it sees the count
+  counters.in_flight.fetch_sub(1);  // before the final event, so a client that saw it sees the count
   seq->sink(std::move(event));
+}
+
+void ModelSlot::Finish(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status) {
+  if (pool_) pool_->ReleaseAll(seq->blocks);
+  seq->blocks.clear();
+  EndRequest(std::move(seq), reason, status, spec_.name, counters_, observer_);
+}
+
+void ModelSlot::FinishRunning(Sequence* seq, FinishReason reason, const Status& status) {
+  auto it = std::ranges::find_if(running_, [&](const auto& s) { return s.get() == seq; });
+  std::unique_ptr<Sequence> owned = std::move(*it);
+  running_.erase(it);
+  Finish(std::move(owned), reason, status);
 }
 
 void ModelSlot::SetTargetBlocks(int64_t blocks) {
@@ -177,14 +188,15 @@ void ModelSlot::Admit(Sequence& seq, int64_t new_blocks) {
   for (int32_t b : hit_blocks) pool_->Acquire(b);
   seq.blocks = hit_blocks;
   seq.block_hashes = hashes;
-  seq.computed = static_cast<int64_t>(hit_blocks.size()) * options_.block_size;
+  const int64_t prefix_hit_tokens = static_cast<int64_t>(hit_blocks.size()) * options_.block_size;
+  seq.num_cached = prefix_hit_tokens;
   Allocate(seq, new_blocks);
   if (!seq.admitted_once) {
     seq.admitted_once = true;
     counters_.waiting.fetch_sub(1);
-    seq.usage.cached_prompt_tokens = std::min(seq.computed, seq.prompt_len);
+    seq.usage.prefix_hit_tokens = std::min(prefix_hit_tokens, seq.prompt_len);
     if (!seq.request.warmup) {
-      stats_.prefix_cache_hit_tokens_total += seq.usage.cached_prompt_tokens;
+      stats_.prefix_hit_tokens_total += seq.usage.prefix_hit_tokens;
       stats_.prompt_tokens_total += seq.prompt_len;
     }
   }
@@ -198,18 +210,18 @@ void ModelSlot::Preempt(Sequence& seq) {
   pool_->ReleaseAll(seq.blocks);
   seq.blocks.clear();
   seq.block_hashes.clear();
-  seq.computed = 0;
+  seq.num_cached = 0;
   ++stats_.preemptions_total;
 }
 
-std::vector<ModelSlot::Scheduled> ModelSlot::ApplyPlan() {
+std::vector<ModelSlot::Scheduled> ModelSlot::Schedule() {
   PlanInput in;
   in.max_batched_tokens = options_.max_batched_tokens;
   in.max_seqs = spec_.max_seqs > 0 ? spec_.max_seqs : options_.max_seqs;
   in.block_size = options_.block_size;
   in.free_blocks = pool_->NumFree();
   for (const auto& s : running_) {
-    in.running.push_back({s->computed, static_cast<int64_t>(s->tokens.size()),
+    in.running.push_back({s->num_cached, static_cast<int64_t>(s->tokens.size()),
                           static_cast<int64_t>(s->blocks.size()), s->prefilling()});
   }
   if (!shrink_pending_) {
@@ -251,13 +263,14 @@ std::vector<ModelSlot::Scheduled> ModelSlot::ApplyPlan() {
   for (const PlanChunk& c : plan.admitted) still_running.push_back(std::move(waiting_[c.index]));
   waiting_.erase(waiting_.begin(), waiting_.begin() + plan.admitted.size());
   running_ = std::move(still_running);
+  RefreshGauges();
   return batch;
 }
 
 void ModelSlot::RegisterFullBlocks(Sequence& seq) {
   if (!options_.prefix_caching) return;
   const int64_t bs = options_.block_size;
-  const int64_t full = seq.computed / bs;
+  const int64_t full = seq.num_cached / bs;
   for (int64_t b = static_cast<int64_t>(seq.block_hashes.size()); b < full; ++b) {
     std::span<const int32_t> ids(seq.tokens.data() + b * bs, bs);
     const uint64_t hash = BlockPool::ChainHash(b == 0 ? 0 : seq.block_hashes[b - 1], ids);
@@ -268,20 +281,24 @@ void ModelSlot::RegisterFullBlocks(Sequence& seq) {
 
 void ModelSlot::Step() {
   if (!pool_) return;
-  const std::vector<Scheduled> batch = ApplyPlan();
-  RefreshGauges();
+  const std::vector<Scheduled> batch = Schedule();
   if (batch.empty()) return;
+  const Status run = Run(batch);
+  Postprocess(batch, run);
+}
 
+Status ModelSlot::Run(const std::vector<Scheduled>& batch) {
   StepInput input;
   input.kv_cache = &*cache_;
   int64_t tokens = 0;
   for (const Scheduled& s : batch) {
-    SequenceInput seq;
-    seq.tokens.assign(s.seq->tokens.begin() + s.seq->computed, s.seq->tokens.begin() + s.seq->computed + s.tokens);
-    seq.num_cached = s.seq->computed;
-    seq.block_table = s.seq->blocks;
-    if (s.seq->computed + s.tokens == static_cast<int64_t>(s.seq->tokens.size())) seq.logits_for = {s.tokens - 1};
-    input.sequences.push_back(std::move(seq));
+    const Sequence& seq = *s.seq;
+    SequenceInput in;
+    in.tokens.assign(seq.tokens.begin() + seq.num_cached, seq.tokens.begin() + seq.num_cached + s.tokens);
+    in.num_cached = seq.num_cached;
+    in.block_table = seq.blocks;
+    if (seq.num_cached + s.tokens == static_cast<int64_t>(seq.tokens.size())) in.logits_for = {s.tokens - 1};
+    input.sequences.push_back(std::move(in));
     tokens += s.tokens;
   }
   // Reused across steps: a fresh StepOutput would allocate (and page-fault) the logits buffer,
@@ -290,7 +307,7 @@ void ModelSlot::Step() {
   out.step_seconds = 0;
   out.decompress_seconds = 0;
   const Clock::time_point start = Clock::now();
-  const Status st = model_->Step(input, out);
+  Status st = model_->Step(input, out);
   // Backends that do not time themselves: the wall time of the call.
   if (out.step_seconds <= 0) out.step_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ++stats_.steps_total;
@@ -298,29 +315,30 @@ void ModelSlot::Step() {
   stats_.last_batch_tokens = tokens;
   stats_.last_step_seconds = out.step_seconds;
   stats_.last_decompress_seconds = out.decompress_seconds;
-  if (!st.ok()) {
-    // Nothing was written; end the batch's requests with the error.
+  return st;
+}
+
+void ModelSlot::Postprocess(const std::vector<Scheduled>& batch, const Status& run) {
+  if (!run.ok()) {
+    // Nothing was written; the batch's requests end with the error, in running order.
     for (const Scheduled& s : batch) s.seq->pending_finish = FinishReason::kError;
-    Status err(st.code(), spec_.name + ": step failed: " + st.message());
-    for (size_t i = 0; i < running_.size();) {
-      if (running_[i]->pending_finish == FinishReason::kError) {
-        std::unique_ptr<Sequence> owned = std::move(running_[i]);
-        running_.erase(running_.begin() + i);
-        Finish(std::move(owned), FinishReason::kError, err);
-      } else {
-        ++i;
-      }
+    std::vector<Sequence*> failed;
+    for (const auto& s : running_) {
+      if (s->pending_finish == FinishReason::kError) failed.push_back(s.get());
     }
+    const Status err(run.code(), spec_.name + ": step failed: " + run.message());
+    for (Sequence* s : failed) FinishRunning(s, FinishReason::kError, err);
   } else {
     for (const Scheduled& s : batch) {
-      s.seq->computed += s.tokens;
+      s.seq->num_cached += s.tokens;
       RegisterFullBlocks(*s.seq);
     }
-    ProcessOutputs(batch, out);
+    ProcessOutputs(batch, step_output_);
   }
   RefreshGauges();
   if (observer_.on_step) {
-    observer_.on_step({spec_.name, static_cast<int64_t>(batch.size()), tokens, out.step_seconds, out.decompress_seconds});
+    observer_.on_step({spec_.name, stats_.last_batch_sequences, stats_.last_batch_tokens, stats_.last_step_seconds,
+                       stats_.last_decompress_seconds});
   }
 }
 
@@ -364,12 +382,7 @@ void ModelSlot::ProcessOutputs(const std::vector<Scheduled>& batch, const StepOu
     }
     seq.sink(std::move(event));
   }
-  for (size_t k = 0; k < finished_seqs.size(); ++k) {
-    auto it = std::ranges::find_if(running_, [&](const auto& s) { return s.get() == finished_seqs[k]; });
-    std::unique_ptr<Sequence> owned = std::move(*it);
-    running_.erase(it);
-    Finish(std::move(owned), reasons[k].first, reasons[k].second);
-  }
+  for (size_t k = 0; k < finished_seqs.size(); ++k) FinishRunning(finished_seqs[k], reasons[k].first, reasons[k].second);
 }
 
 }  // namespace df11

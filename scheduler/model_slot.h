@@ -1,7 +1,8 @@
 // ModelSlot: one resident model inside the engine: the Model, its tokenizer, its KV cache and
 // block pool, and the requests for it (waiting queue + running set). Step() runs one continuous-
-// batching iteration: plan (planner.h), apply (preempt, admit with prefix-cache hits, allocate
-// blocks), Model::Step, sample, stream events, register full blocks in the prefix cache.
+// batching iteration: schedule (plan with planner.h; preempt, admit with prefix-cache hits,
+// allocate blocks), run (Model::Step), postprocess (register full blocks in the prefix cache,
+// sample, stream events, end finished requests).
 // Thread-safety: none; owned and called by the engine thread only.
 #pragma once
 
@@ -15,7 +16,9 @@
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/model.h"
 #include "scheduler/block_pool.h"
-#include "scheduler/engine.h"
+#include "scheduler/model_spec.h"
+#include "scheduler/observer.h"
+#include "scheduler/request.h"
 #include "scheduler/sequence.h"
 
 namespace df11 {
@@ -64,15 +67,28 @@ class ModelSlot {
   // Reallocates to the target; on error (memory) the slot keeps no cache and the error is returned.
   Status Resize();
 
-  // One step: plan, run, sample, emit. Errors of Model::Step end the step's requests with kError.
+  // One step: Schedule, Run, Postprocess. Errors of Model::Step end the step's requests with
+  // kError.
   void Step();
 
  private:
   struct Scheduled {
     Sequence* seq;
-    int64_t tokens;
+    int64_t tokens;  // to compute this step, from position seq->num_cached
   };
+  // Plans the step (planner.h) and applies the plan: preempts, admits with prefix-cache hits,
+  // allocates blocks. Returns the batch (empty: nothing to run).
+  std::vector<Scheduled> Schedule();
+  // Model::Step over the batch into step_output_; records the step's stats.
+  Status Run(const std::vector<Scheduled>& batch);
+  // After Run: on success advances num_cached, registers full blocks, samples and streams
+  // (ProcessOutputs); on failure ends the batch's requests with the error. Then the step record.
+  void Postprocess(const std::vector<Scheduled>& batch, const Status& run);
+  void ProcessOutputs(const std::vector<Scheduled>& batch, const StepOutput& out);
+  // Frees the request's blocks and ends it (EndRequest).
   void Finish(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status);
+  // Finish for a request of running_ (removed from it).
+  void FinishRunning(Sequence* seq, FinishReason reason, const Status& status);
   // Prefix-cache hits of a waiting sequence: (cached full blocks, of which evictable).
   std::pair<int64_t, int64_t> PrefixHits(const Sequence& seq, std::vector<int32_t>* blocks,
                                          std::vector<uint64_t>* hashes) const;
@@ -80,9 +96,6 @@ class ModelSlot {
   void Preempt(Sequence& seq);
   void Allocate(Sequence& seq, int64_t new_blocks);
   void RegisterFullBlocks(Sequence& seq);
-  std::vector<Scheduled> ApplyPlan();
-  void ProcessOutputs(const std::vector<Scheduled>& batch, const StepOutput& out);
-  StepOutput step_output_;  // reused by every step (engine thread only)
   void InsertWaiting(std::unique_ptr<Sequence> seq);
   void RefreshGauges();  // running/waiting/kv gauges of stats_
 
@@ -99,7 +112,15 @@ class ModelSlot {
   bool shrink_pending_ = false;
   std::vector<std::unique_ptr<Sequence>> waiting_;  // priority desc, then arrival
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
+  StepOutput step_output_;                          // reused by every step
   ModelStats stats_;
 };
+
+// The one way a request ends, once it holds no KV blocks: the text still held back (unless it
+// ended in error or was cancelled), usage and timings in its final event, the observer's record,
+// the engine's counters, then the final event to its sink. ModelSlot::Finish calls it, and so
+// does the engine for a request whose model was unloaded before the request reached it.
+void EndRequest(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status, const std::string& model,
+                EngineCounters& counters, const EngineObserver& observer);
 
 }  // namespace df11

@@ -30,9 +30,9 @@ StepPlan PlanStep(const PlanInput& in) {
     for (size_t i = 0; i < n && budget > 0; ++i) {
       const PlanRunning& r = in.running[i];
       if (done[i] || r.prefilling != prefill_pass) continue;
-      const int64_t tokens = std::min(r.total - r.computed, budget);
+      const int64_t tokens = std::min(r.total - r.num_cached, budget);
       if (tokens <= 0) continue;
-      const int64_t need = std::max<int64_t>(0, BlocksFor(r.computed + tokens, in.block_size) - r.blocks_held);
+      const int64_t need = std::max<int64_t>(0, BlocksFor(r.num_cached + tokens, in.block_size) - r.blocks_held);
       while (need > free_blocks) {
         const int64_t v = victim(i);
         if (v < 0) break;
@@ -57,12 +57,12 @@ StepPlan PlanStep(const PlanInput& in) {
   if (plan.preempted.empty()) {
     for (size_t w = 0; w < in.waiting.size() && budget > 0 && live < in.max_seqs; ++w) {
       const PlanWaiting& s = in.waiting[w];
-      const int64_t tokens = std::min(s.total - s.cached_tokens, budget);
+      const int64_t tokens = std::min(s.total - s.prefix_hit_tokens, budget);
       if (tokens <= 0) break;
-      const int64_t cached_blocks = s.cached_tokens / in.block_size;
-      const int64_t need = BlocksFor(s.cached_tokens + tokens, in.block_size) - cached_blocks;
-      if (need + s.cached_evictable > free_blocks) break;
-      free_blocks -= need + s.cached_evictable;
+      const int64_t hit_blocks = s.prefix_hit_tokens / in.block_size;
+      const int64_t need = BlocksFor(s.prefix_hit_tokens + tokens, in.block_size) - hit_blocks;
+      if (need + s.evictable_hit_blocks > free_blocks) break;
+      free_blocks -= need + s.evictable_hit_blocks;
       budget -= tokens;
       ++live;
       plan.admitted.push_back({w, tokens, need});

@@ -20,16 +20,17 @@
 namespace df11 {
 
 struct PlanRunning {
-  int64_t computed = 0;     // positions whose K/V are in the cache
-  int64_t total = 0;        // known tokens (prompt + generated); total - computed are to compute
+  int64_t num_cached = 0;   // positions whose K/V are in the cache (SequenceInput::num_cached)
+  int64_t total = 0;        // known tokens (prompt + generated); total - num_cached are to compute
   int64_t blocks_held = 0;  // blocks in its table
   bool prefilling = false;  // still computing prompt (or recompute) tokens
 };
 
 struct PlanWaiting {
-  int64_t total = 0;                // tokens to compute from position 0 (prompt + generated)
-  int64_t cached_tokens = 0;        // leading positions served by the prefix cache (whole blocks)
-  int64_t cached_evictable = 0;     // of those blocks, how many are unreferenced (they stop being free)
+  int64_t total = 0;                 // tokens to compute from position 0 (prompt + generated)
+  int64_t prefix_hit_tokens = 0;     // leading positions found in the prefix cache (whole blocks); they
+                                     // become the sequence's num_cached when it is admitted
+  int64_t evictable_hit_blocks = 0;  // of those blocks, how many are unreferenced (they stop being free)
 };
 
 struct PlanInput {

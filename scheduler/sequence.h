@@ -8,8 +8,9 @@
 #include <optional>
 #include <vector>
 
+#include "runtime/model/sampler.h"
 #include "runtime/tokenizer/detokenizer.h"
-#include "scheduler/engine.h"
+#include "scheduler/request.h"
 #include "scheduler/stop_filter.h"
 
 namespace df11 {
@@ -32,13 +33,13 @@ struct Sequence {
   int64_t prompt_len = 0;
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
 
-  // KV: positions [0, computed) are in the cache, in `blocks`; block_hashes[i] is the chain hash
-  // of full block i once it is registered in (or found in) the prefix cache.
-  int64_t computed = 0;
+  // KV: positions [0, num_cached) are in the cache, in `blocks`; block_hashes[i] is the chain
+  // hash of full block i once it is registered in (or found in) the prefix cache.
+  int64_t num_cached = 0;
   std::vector<int32_t> blocks;
   std::vector<uint64_t> block_hashes;
-  bool admitted_once = false;  // cached_prompt_tokens counts the first admission only
-  bool prefilling() const { return static_cast<int64_t>(tokens.size()) - computed > 1; }
+  bool admitted_once = false;  // usage.prefix_hit_tokens counts the first admission only
+  bool prefilling() const { return static_cast<int64_t>(tokens.size()) - num_cached > 1; }
 
   std::optional<FinishReason> pending_finish;  // set off the step path (cancel, deadline)
 

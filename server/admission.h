@@ -2,8 +2,10 @@
 // generate_reactor.cc, the OpenAI HTTP API in openai_api.cc) so that they cannot drift:
 //   API key -> draining -> TranslateGenerateRequest -> model's prompt sources -> BuildPrompt ->
 //   Engine::Submit.
-// Refusals are counted in df11_rejected_total (by reason; an unknown model is not counted) and
-// returned with the proto field named in the message (e.g. "sampling.top_p: must be ...").
+// Refusals are counted in df11_requests_rejected_total, labelled by the typed reason the refusing
+// step gives (RejectReason from Engine::Submit; "unauthenticated" for a bad key), never by the
+// message text; an unknown model is not counted. They are returned with the proto field named in
+// the message (e.g. "sampling.top_p: must be ...").
 // Thread-safety: safe from any thread (see ServiceContext).
 #pragma once
 

@@ -119,7 +119,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
  private:
-  // Why a request was refused, as the rejection counter labels it.
+  // Admits the request (admission.h, which counts a refusal under its typed RejectReason, never
+  // by reading the message); a refusal comes back as the call's status, with its retry hint.
   grpc::Status Submit(const pb::GenerateRequest& request) {
     state_->log.model = request.model();
     state_->log.client_request_id = request.request_id().substr(0, kMaxRequestIdBytes);

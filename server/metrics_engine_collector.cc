@@ -6,6 +6,8 @@
 
 #include <prometheus/metric_family.h>
 
+#include "kernels/base/version.h"
+
 namespace df11 {
 namespace {
 
@@ -72,7 +74,7 @@ const StatsField kStatsFields[] = {
     {"df11_prompt_tokens_total", "Prompt tokens of scheduled requests (cached ones included).", MetricType::Counter,
      [](const ModelStats& s) { return double(s.prompt_tokens_total); }},
     {"df11_prompt_tokens_cached_total", "Prompt tokens served from the prefix cache, not recomputed.",
-     MetricType::Counter, [](const ModelStats& s) { return double(s.prefix_cache_hit_tokens_total); }},
+     MetricType::Counter, [](const ModelStats& s) { return double(s.prefix_hit_tokens_total); }},
     {"df11_generated_tokens_total", "Tokens generated.", MetricType::Counter,
      [](const ModelStats& s) { return double(s.generated_tokens_total); }},
     {"df11_preemptions_total", "Running requests preempted to free KV blocks.", MetricType::Counter,
@@ -163,6 +165,8 @@ void WriteGpu(const GpuMemory& gpu, uint64_t used_peak, FamilyWriter& w) {
 }
 
 }  // namespace
+
+BuildInfo QueryBuildInfo() { return BuildInfo{Version(), CudaRuntimeVersion(), GpuName()}; }
 
 EngineCollector::EngineCollector(BuildInfo build, GpuSource gpu)
     : build_(std::move(build)), gpu_source_(std::move(gpu)) {}

@@ -10,15 +10,24 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <prometheus/collectable.h>
 
+#include "kernels/gpu.h"
 #include "scheduler/engine.h"
-#include "server/metrics_device.h"
 
 namespace df11 {
+
+// What df11_build_info labels: this build and the GPU it runs on.
+struct BuildInfo {
+  std::string version;  // kernels/base/version.h
+  std::string cuda;     // CUDA runtime version "12.4", or "none"
+  std::string gpu;      // name of the current CUDA device, or "none"
+};
+BuildInfo QueryBuildInfo();  // from kernels/gpu.h
 
 struct EngineSnapshot {
   EngineStats stats;

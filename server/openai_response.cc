@@ -74,7 +74,7 @@ Json Usage(const RequestUsage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens},
           {"completion_tokens", usage.generated_tokens},
           {"total_tokens", usage.prompt_tokens + usage.generated_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", usage.prefix_hit_tokens}}}};
 }
 
 Json Envelope(const OpenAiResponseMeta& meta, bool chunk) {

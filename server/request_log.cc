@@ -91,7 +91,7 @@ void LogRequest(const RequestLine& r) {
   if (!r.message.empty()) f["message"] = r.message;
   f["finish_reason"] = FinishReasonName(r.finish_reason);
   f["prompt_tokens"] = r.usage.prompt_tokens;
-  f["cached_prompt_tokens"] = r.usage.cached_prompt_tokens;
+  f["cached_prompt_tokens"] = r.usage.prefix_hit_tokens;
   f["completion_tokens"] = r.usage.generated_tokens;
   f["queue_s"] = r.timings.queue_seconds;
   f["ttft_s"] = r.timings.first_token_seconds;
@@ -100,7 +100,7 @@ void LogRequest(const RequestLine& r) {
       "request id={} request_id={} model={} peer={} status={} finish={} prompt_tokens={} cached={} "
       "completion_tokens={} queue_s={:.4f} ttft_s={:.4f} total_s={:.4f}{}",
       r.id, LogValue(r.client_request_id), LogValue(r.model), LogValue(r.peer), GrpcCodeName(r.code),
-      FinishReasonName(r.finish_reason), r.usage.prompt_tokens, r.usage.cached_prompt_tokens, r.usage.generated_tokens,
+      FinishReasonName(r.finish_reason), r.usage.prompt_tokens, r.usage.prefix_hit_tokens, r.usage.generated_tokens,
       r.timings.queue_seconds, r.timings.first_token_seconds, r.timings.total_seconds,
       r.message.empty() ? "" : " message=" + LogValue(r.message));
   Emit(r.code == grpc::StatusCode::OK || r.code == grpc::StatusCode::CANCELLED ? spdlog::level::info : spdlog::level::warn,

@@ -190,7 +190,7 @@ void FillResponse(const RequestEvent& event, const std::string& request_id, pb::
     default: break;
   }
   out->mutable_usage()->set_prompt_tokens(event.usage.prompt_tokens);
-  out->mutable_usage()->set_cached_prompt_tokens(event.usage.cached_prompt_tokens);
+  out->mutable_usage()->set_cached_prompt_tokens(event.usage.prefix_hit_tokens);
   out->mutable_usage()->set_completion_tokens(event.usage.generated_tokens);
   auto* t = out->mutable_timings();
   t->set_queue_seconds(event.timings.queue_seconds);

@@ -126,10 +126,13 @@ TEST(Sampler, WithoutLogprobsSameTokensNoLogprobs) {
   }
 }
 
+// ValidateSamplingParams is the one check of the parameters (Engine::Submit runs it once per
+// request); Sample checks its logits row.
 TEST(Sampler, RejectsBadParameters) {
   const std::vector<SamplingParams> bad = {{.temperature = -1},       {.top_k = -1},       {.top_p = 0}, {.min_p = 2},
                                            {.repetition_penalty = 0}, {.top_logprobs = -2}};
-  for (const auto& p : bad) EXPECT_EQ(Sample(kLogits, p, {}).status().code(), StatusCode::kInvalidArgument);
+  for (const auto& p : bad) EXPECT_EQ(ValidateSamplingParams(p).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(ValidateSamplingParams({}).ok());
   const std::vector<float> nan = {1.0f, NAN};
   EXPECT_FALSE(Sample(nan, {}, {}).ok());
   EXPECT_FALSE(Sample({}, {}, {}).ok());

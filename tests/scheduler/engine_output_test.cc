@@ -5,10 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
-
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "tests/scheduler/engine_harness.h"
 
@@ -76,7 +75,8 @@ TEST_F(EngineOutputTest, EosStopsUnlessIgnored) {
   // Same weights, but generation_config.json makes base.tokens[k] an end-of-sequence id.
   const std::string dir = dir_->path() + "/eos";
   ASSERT_TRUE(WriteTinyModel(dir, {.seed = 3}).ok());
-  std::ofstream(dir + "/generation_config.json") << "{\"eos_token_id\": [" << kTinyImEnd << ", " << base.tokens[k] << "]}\n";
+  std::ofstream(dir + "/generation_config.json")
+      << "{\"eos_token_id\": [" << kTinyImEnd << ", " << base.tokens[k] << "]}\n";
   ASSERT_TRUE(engine_->LoadModel({.name = "eos", .path = dir, .kv_min_blocks = 64}).ok());
   GenerateRequest r = Greedy("eos", kPrompt, 12);
   r.ignore_eos = false;
@@ -160,6 +160,40 @@ TEST_F(EngineOutputTest, InvalidRequestsAreRejectedAtSubmit) {
   const Status missing = engine_->Submit(Greedy("tiny", {1, 400}, 4), sink).status();
   EXPECT_NE(missing.message().find("prompt_tokens[1]"), std::string::npos) << missing.ToString();
   EXPECT_FALSE(called);
+}
+
+// Sampling parameters have one check, at Submit (the sampler trusts them for every token after):
+// each bad field is refused there with INVALID_ARGUMENT naming it, and the sink is never called.
+TEST_F(EngineOutputTest, BadSamplingParametersAreRefusedAtSubmitNamingTheField) {
+  bool called = false;
+  EventSink sink = [&](RequestEvent&&) { called = true; };
+  auto refused = [&](void (*edit)(SamplingParams&), const std::string& field) {
+    GenerateRequest r = Greedy("tiny", kPrompt, 4);
+    edit(r.sampling);
+    RejectReason why = RejectReason::kNone;
+    const Status st = engine_->Submit(std::move(r), sink, &why).status();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_EQ(st.message().rfind(field, 0), 0u) << st.ToString();
+    EXPECT_EQ(why, RejectReason::kInvalid) << field;
+  };
+  refused([](SamplingParams& p) { p.temperature = -0.5f; }, "temperature");
+  refused([](SamplingParams& p) { p.temperature = std::numeric_limits<float>::infinity(); }, "temperature");
+  refused([](SamplingParams& p) { p.temperature = std::nanf(""); }, "temperature");
+  refused([](SamplingParams& p) { p.top_k = -1; }, "top_k");
+  refused([](SamplingParams& p) { p.top_p = 0; }, "top_p");
+  refused([](SamplingParams& p) { p.top_p = 1.5f; }, "top_p");
+  refused([](SamplingParams& p) { p.min_p = -0.1f; }, "min_p");
+  refused([](SamplingParams& p) { p.repetition_penalty = 0; }, "repetition_penalty");
+  refused([](SamplingParams& p) { p.presence_penalty = std::nanf(""); }, "presence_penalty");
+  refused([](SamplingParams& p) { p.frequency_penalty = -std::numeric_limits<float>::infinity(); },
+          "frequency_penalty");
+  refused([](SamplingParams& p) { p.top_logprobs = -1; }, "top_logprobs");
+  refused([](SamplingParams& p) { p.top_logprobs = kTinyTokenizerVocab + 1; }, "top_logprobs");
+  EXPECT_FALSE(called);
+  // The edges are accepted and run to the end.
+  GenerateRequest edge = Greedy("tiny", kPrompt, 3);
+  edge.sampling = {.temperature = 2.0f, .top_k = 1, .top_p = 1.0f, .min_p = 1.0f, .top_logprobs = kTinyTokenizerVocab};
+  EXPECT_EQ(Run(edge).tokens.size(), 3u);
 }
 
 // Submit says why it refused a request, as a type (metrics label it), not only as a message.

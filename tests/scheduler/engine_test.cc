@@ -55,6 +55,7 @@ const std::vector<Case> kCases = {{1, 8, 1}, {5, 20, 2}, {17, 3, 3}, {33, 12, 4}
 
 std::vector<Outcome> RunEachAlone(Engine& engine, const std::vector<Case>& cases) {
   std::vector<Outcome> out;
+  out.reserve(cases.size());
   for (const Case& c : cases) out.push_back(RunAlone(engine, Greedy("tiny", TestPrompt(c.prompt_len, c.seed), c.max_tokens)));
   return out;
 }
@@ -157,15 +158,15 @@ TEST_F(EngineTest, PrefixCacheHitsSkipRecomputationAndChangeNoOutput) {
     const Outcome want = RunAlone(*plain, Greedy("tiny", prompt, 10));
     const Outcome got = RunAlone(*cached, Greedy("tiny", prompt, 10));
     EXPECT_EQ(got.tokens, want.tokens) << "user " << user;
-    EXPECT_EQ(want.usage.cached_prompt_tokens, 0);
+    EXPECT_EQ(want.usage.prefix_hit_tokens, 0);
     // The first request fills the cache; later ones share the 40-token system prompt (10 blocks).
-    EXPECT_EQ(got.usage.cached_prompt_tokens, user == 0 ? 0 : 40) << "user " << user;
+    EXPECT_EQ(got.usage.prefix_hit_tokens, user == 0 ? 0 : 40) << "user " << user;
   }
   // The same prompt again: every full block but the one holding the last token is cached.
   std::vector<int32_t> again = system;
   for (int32_t t : TestPrompt(5, 0)) again.push_back(t);
-  EXPECT_EQ(RunAlone(*cached, Greedy("tiny", again, 10)).usage.cached_prompt_tokens, 44);
-  EXPECT_EQ(cached->Stats().models[0].prefix_cache_hit_tokens_total, 40 + 40 + 44);
+  EXPECT_EQ(RunAlone(*cached, Greedy("tiny", again, 10)).usage.prefix_hit_tokens, 44);
+  EXPECT_EQ(cached->Stats().models[0].prefix_hit_tokens_total, 40 + 40 + 44);
 }
 
 TEST_F(EngineTest, FiveHundredConcurrentRequestsLoseAndDuplicateNothing) {
@@ -174,6 +175,7 @@ TEST_F(EngineTest, FiveHundredConcurrentRequestsLoseAndDuplicateNothing) {
   o.max_batched_tokens = 512;
   auto engine = Make(o);
   std::vector<Case> distinct;
+  distinct.reserve(20);
   for (int i = 0; i < 20; ++i) distinct.push_back({1 + (i * 7) % 40, 1 + i % 6, 100 + i});
   const std::vector<Outcome> expected = RunEachAlone(*engine, distinct);
   Recorder rec;

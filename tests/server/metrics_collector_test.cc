@@ -41,7 +41,7 @@ ModelStats Stats(const std::string& name, int64_t kv_used) {
   s.kv_blocks_used = kv_used;
   s.kv_blocks_total = 40;
   s.preemptions_total = 1;
-  s.prefix_cache_hit_tokens_total = 16;
+  s.prefix_hit_tokens_total = 16;
   s.prompt_tokens_total = 100;
   s.generated_tokens_total = 250;
   s.steps_total = 90;

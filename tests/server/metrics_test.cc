@@ -53,7 +53,7 @@ TEST(Metrics, RequestRecordsFillTheLatencyHistograms) {
   RequestRecord r;
   r.model = "m";
   r.finish_reason = FinishReason::kLength;
-  r.usage = {.prompt_tokens = 5, .cached_prompt_tokens = 0, .generated_tokens = 4};
+  r.usage = {.prompt_tokens = 5, .prefix_hit_tokens = 0, .generated_tokens = 4};
   r.timings = {.queue_seconds = 0.004, .first_token_seconds = 0.3, .prefill_seconds = 0.296,
                .decode_seconds = 0.09, .total_seconds = 0.39};
   r.inter_token_seconds = {0.01, 0.02, 0.06};

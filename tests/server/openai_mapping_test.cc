@@ -206,7 +206,7 @@ TEST(OpenAiMapping, ResponsesHaveOpenAiShapes) {
   all.text = "hello";
   all.finished = true;
   all.finish_reason = FinishReason::kEos;
-  all.usage = {.prompt_tokens = 3, .cached_prompt_tokens = 0, .generated_tokens = 2};
+  all.usage = {.prompt_tokens = 3, .prefix_hit_tokens = 0, .generated_tokens = 2};
   Json chat = Json::parse(CompletionJson(meta, all));
   EXPECT_EQ(chat["object"], "chat.completion");
   EXPECT_EQ(chat["choices"][0]["message"]["content"], "hello");

@@ -1,0 +1,52 @@
+// What the engine reports about its work: per-model counters and gauges (ModelStats, read through
+// Engine::Stats) and the records of every step and every finished request handed to an
+// EngineObserver (metrics fill their histograms from them).
+// Thread-safety: plain values; observer callbacks run on the engine thread and must not block.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "scheduler/request.h"
+
+namespace df11 {
+
+// Counters are totals since start; gauges are the values after the last step.
+struct ModelStats {
+  std::string name;
+  int64_t running = 0, waiting = 0;
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+  int64_t preemptions_total = 0;
+  int64_t prefix_hit_tokens_total = 0;  // sum of RequestUsage::prefix_hit_tokens
+  int64_t prompt_tokens_total = 0, generated_tokens_total = 0;
+  int64_t steps_total = 0;
+  int64_t last_batch_sequences = 0, last_batch_tokens = 0;
+  double last_step_seconds = 0, last_decompress_seconds = 0;
+};
+
+// Called on the engine thread after every step and at every request's end; must not block.
+// Metrics use these to fill histograms.
+struct StepRecord {
+  std::string model;
+  int64_t sequences = 0, tokens = 0;
+  double step_seconds = 0, decompress_seconds = 0;
+};
+struct RequestRecord {
+  std::string model;
+  RequestId id = 0;
+  std::string client_request_id;
+  FinishReason finish_reason = FinishReason::kNone;
+  Status status;
+  RequestUsage usage;
+  RequestTimings timings;
+  std::vector<double> inter_token_seconds;  // gaps between consecutive generated tokens
+  bool warmup = false;                      // GenerateRequest::warmup
+};
+struct EngineObserver {
+  std::function<void(const StepRecord&)> on_step;
+  std::function<void(const RequestRecord&)> on_request;
+};
+
+}  // namespace df11
