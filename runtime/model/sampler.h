@@ -44,9 +44,12 @@ struct SampleResult {
   std::vector<std::pair<int32_t, float>> top;  // top_logprobs (token, logprob), most likely first
 };
 
-// INVALID_ARGUMENT for out-of-range parameters (naming the field), an empty row, or a row with
-// NaN; token ids in the context outside [0, vocab) are INVALID_ARGUMENT too.
+// INVALID_ARGUMENT for out-of-range parameters, naming the field: the one check of a request's
+// sampling parameters (Engine::Submit runs it once per request).
 Status ValidateSamplingParams(const SamplingParams& params);
+// One token from a logits row. `params` must have passed ValidateSamplingParams (not checked
+// again per token). INVALID_ARGUMENT for an empty row or a row with NaN; token ids in the context
+// outside [0, vocab) are INVALID_ARGUMENT too.
 StatusOr<SampleResult> Sample(std::span<const float> logits, const SamplingParams& params,
                               const SampleContext& context);
 

@@ -202,7 +202,13 @@ TEST_F(DaemonGenerateTest, ClientCancelFreesKvBlocks) {
   auto reader = stub->Generate(&ctx, TextRequest("tiny", "a long one", 100000));
   pb::GenerateResponse msg;
   ASSERT_TRUE(reader->Read(&msg));  // running: it holds KV blocks now
-  EXPECT_GT(KvBlocksUsed(*stub), 0);
+  // The load report is published after the step that sent the first token: wait for it.
+  int64_t held = 0;
+  for (int i = 0; i < 200 && held == 0; ++i) {
+    held = KvBlocksUsed(*stub);
+    if (held == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(held, 0);
   ctx.TryCancel();
   while (reader->Read(&msg)) {
   }
