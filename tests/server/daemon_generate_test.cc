@@ -181,6 +181,7 @@ TEST_F(DaemonGenerateTest, TwoHundredConcurrentStreamsComplete) {
   auto stub = pb::Generation::NewStub(channel);
   constexpr int kStreams = 200;
   std::vector<std::thread> threads;
+  threads.reserve(8);
   std::atomic<int> ok{0}, tokens{0};
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {

@@ -28,6 +28,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -44,9 +45,11 @@ inline int FreePort() {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    addr.sin_port = 0;  // no port found: the caller's daemon fails to start and says so
+  }
   ::close(fd);
   return ntohs(addr.sin_port);
 }
@@ -75,6 +78,7 @@ class Daemon {
       ::dup2(fd, 2);
       ::dup2(fd, 1);
       std::vector<char*> argv;
+      argv.reserve(args.size() + 1);
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
       ::execv(argv[0], argv.data());
@@ -93,7 +97,7 @@ class Daemon {
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  std::shared_ptr<grpc::Channel> Channel(std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials()) const {
+  std::shared_ptr<grpc::Channel> Channel(const std::shared_ptr<grpc::ChannelCredentials>& creds = grpc::InsecureChannelCredentials()) const {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a fresh connection per channel
     // Reconnect within milliseconds (gRPC's default backoff is 1 s and grows): tests that poll a
@@ -155,7 +159,7 @@ inline int Health(const std::shared_ptr<grpc::Channel>& channel, const std::stri
   stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
                  [&](grpc::Status s) {
                    std::lock_guard<std::mutex> lock(mu);
-                   status = s;
+                   status = std::move(s);
                    done = true;
                    cv.notify_all();
                  });
