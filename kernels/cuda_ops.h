@@ -19,7 +19,6 @@
 
 namespace df11::cuda {
 
-
 // ---- memory, streams, timing ----
 
 // One device allocation (cudaMalloc, 256-byte aligned). Move-only; freed on destruction.

@@ -25,6 +25,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/base/status.h"
 #include "kernels/batch_layout.h"
@@ -61,6 +62,35 @@ struct LayerBuffers {
   Element* up = nullptr;      // [T, inter] (separate gate and up)
   Element* act = nullptr;     // [T, inter]
 };
+
+// Lays out the layer's activations for `tokens` new tokens of `c` from `base`, each buffer starting
+// at a multiple of `align` elements (buffers a configuration does not use get no room). Returns
+// the elements used; with base == nullptr it only counts (`out` untouched).
+template <typename Element>
+uint64_t LayOutLayerBuffers(const ModelConfig& c, int64_t tokens, uint64_t align, Element* base,
+                            LayerBuffers<Element>* out) {
+  const uint64_t T = tokens, H = c.hidden_size, I = c.intermediate_size;
+  const uint64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
+  LayerBuffers<Element> b;
+  const std::pair<Element**, uint64_t> fields[] = {{&b.hidden, T * H},
+                                                   {&b.normed, T * H},
+                                                   {&b.q, T * qd},
+                                                   {&b.k, T * kvd},
+                                                   {&b.v, T * kvd},
+                                                   {&b.qkv, c.fused_qkv ? T * (qd + 2 * kvd) : 0},
+                                                   {&b.attn, T * qd},
+                                                   {&b.proj, T * H},
+                                                   {&b.gate, T * I * (c.fused_gate_up ? 2 : 1)},
+                                                   {&b.up, c.fused_gate_up ? 0 : T * I},
+                                                   {&b.act, T * I}};
+  uint64_t used = 0;
+  for (const auto& [field, elements] : fields) {
+    if (base != nullptr) *field = base + used;
+    used += (elements + align - 1) / align * align;
+  }
+  if (base != nullptr) *out = b;
+  return used;
+}
 
 inline Activation ActivationOf(const ModelConfig& c) {
   return c.hidden_act == "gelu_pytorch_tanh" ? Activation::kGeluTanh : Activation::kSilu;

@@ -1,6 +1,7 @@
 // Model::StepCuda: the CUDA backend of the decoder layer (decoder_layer.h), bf16 activations.
-// One stream; the host enqueues the whole step and waits once, for the logits. DF11 units decode into the scratch right before their layer;
-// embedding rows of DF11 models decode in one launch (only the step's distinct tokens).
+// One stream; the host enqueues the whole step and waits once, for the logits. DF11 units decode
+// into the scratch right before their layer; embedding rows of DF11 models decode in one launch
+// (only the step's distinct tokens).
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -83,26 +84,24 @@ PackedBatch Pack(const StepBatch& batch, int64_t tile_tokens) {
 }  // namespace
 
 StatusOr<StepBuffers> Model::CudaState::PrepareBuffers(const ModelConfig& c, int64_t tokens, int64_t rows) {
-  const uint64_t T = tokens, R = std::max<int64_t>(rows, 1), H = c.hidden_size, I = c.intermediate_size;
-  const uint64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
-  const uint64_t sizes[] = {T * H, T * H, T * qd, T * kvd, T * kvd, c.fused_qkv ? T * (qd + 2 * kvd) : 0, T * qd,
-                            T * H, T * I * (c.fused_gate_up ? 2 : 1), c.fused_gate_up ? 0 : T * I, T * I, T * H,
-                            R * H, R * c.vocab_size, 2 * R * c.vocab_size};
-  uint64_t total = 0;
-  for (uint64_t s : sizes) total += AlignUp(s);
+  const uint64_t T = tokens, R = std::max<int64_t>(rows, 1), H = c.hidden_size;
+  // After the layer's activations: embedding rows, selected rows, bf16 logits, fp32 logits.
+  const uint64_t tail[] = {T * H, R * H, R * c.vocab_size, 2 * R * c.vocab_size};
+  uint64_t total = LayOutLayerBuffers<uint16_t>(c, tokens, kAlignElements, nullptr, nullptr);
+  for (uint64_t s : tail) total += AlignUp(s);
   DF11_RETURN_IF_ERROR(activations.Reserve(total * 2, "step activations"));
-  uint16_t* p = activations.as<uint16_t>();
-  uint16_t* slots[std::size(sizes)];
-  for (size_t i = 0; i < std::size(sizes); ++i) {
-    slots[i] = p;
-    p += AlignUp(sizes[i]);
-  }
   StepBuffers b;
-  b.layer = {slots[0], slots[1], slots[2], slots[3], slots[4], slots[5], slots[6], slots[7], slots[8], slots[9], slots[10]};
-  b.embed_rows = slots[11];
-  b.selected = slots[12];
-  b.logits = slots[13];
-  b.logits_f32 = reinterpret_cast<float*>(slots[14]);
+  uint16_t* p = activations.as<uint16_t>();
+  p += LayOutLayerBuffers(c, tokens, kAlignElements, p, &b.layer);
+  uint16_t* slots[std::size(tail)];
+  for (size_t i = 0; i < std::size(tail); ++i) {
+    slots[i] = p;
+    p += AlignUp(tail[i]);
+  }
+  b.embed_rows = slots[0];
+  b.selected = slots[1];
+  b.logits = slots[2];
+  b.logits_f32 = reinterpret_cast<float*>(slots[3]);
   return b;
 }
 

@@ -194,18 +194,15 @@ Status Model::Step(const StepInput& input, StepOutput& output) {
     sin[sliding].resize(T * inv_freq.size());
     cpu::RopeTables(inv_freq, batch.arrays.positions, cos[sliding].data(), sin[sliding].data());
   }
-  const int64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim, I = c.intermediate_size;
-  std::vector<float> hidden(T * c.hidden_size), normed(T * c.hidden_size), q(T * qd), k(T * kvd), v(T * kvd),
-      qkv(c.fused_qkv ? T * (qd + 2 * kvd) : 0), attn(T * qd), proj(T * c.hidden_size),
-      gate(T * I * (c.fused_gate_up ? 2 : 1)), up(c.fused_gate_up ? 0 : T * I), act(T * I);
-  const LayerBuffers<float> buffers{hidden.data(), normed.data(), q.data(),    k.data(),  v.data(),  qkv.data(),
-                                    attn.data(),   proj.data(),   gate.data(), up.data(), act.data()};
+  std::vector<float> activations(LayOutLayerBuffers<float>(c, T, 1, nullptr, nullptr));
+  LayerBuffers<float> buffers;
+  LayOutLayerBuffers(c, T, 1, activations.data(), &buffers);
   CpuOps ops{*this, batch.arrays.HostLayout(), *input.kv_cache, cos, sin};
-  DF11_RETURN_IF_ERROR(Embed(batch.tokens, hidden.data()));
+  DF11_RETURN_IF_ERROR(Embed(batch.tokens, buffers.hidden));
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, layers_[layer], buffers, T));
   }
-  return Logits(batch, hidden.data(), output);
+  return Logits(batch, buffers.hidden, output);
 }
 
 }  // namespace df11

@@ -12,18 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/df11_decode_cuda.h"
+#include "kernels/gpu.h"
 #include "runtime/model/model.h"
 
 namespace df11 {
 
-inline bool HaveDevice(Device device) {
-#if DF11_HAVE_CUDA
-  return device == Device::kCpu || CudaDeviceCount() > 0;
-#else
-  return device == Device::kCpu;
-#endif
-}
+inline bool HaveDevice(Device device) { return device == Device::kCpu || CudaDeviceCount() > 0; }
 
 #define SKIP_WITHOUT_DEVICE(device) \
   if (!HaveDevice(device)) GTEST_SKIP() << "no CUDA device: the CUDA instance runs on the GPU machine"
