@@ -12,6 +12,8 @@
 // --profile: after the timed runs, --reps more with CUDA events around every GEMM and the
 // attention (KV write + kernel); prints medians of gemm / attention / decompress / rest, where rest
 // (norms, rope, activations, host work, logits copy) = profiled step - the three.
+// Every decode line also gives its floor: the model's weights plus each sequence's KV read once at
+// the read roofline measured first (read_roofline.h), and the step's ratio to it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/read_roofline.h"
 #include "runtime/model/model.h"
 
 namespace df11 {
@@ -109,7 +112,9 @@ json ProfileOf(const Timing& t, const char* label) {
           {"rest_ms", rest}};
 }
 
-StatusOr<json> BenchModel(const std::string& dir, const Options& o) {
+// read_bytes_per_s: the read roofline (read_roofline.h); a decode step's floor is its weights plus
+// every sequence's KV read once at that rate.
+StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_bytes_per_s) {
   DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda}));
   const ModelConfig& c = model->config();
   const LoadReport& r = model->load_report();
@@ -155,13 +160,20 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o) {
       in.sequences.push_back(std::move(seq));
     }
     DF11_ASSIGN_OR_RETURN(const Timing t, TimeStep(*model, in, o.reps, o.profile));
+    const double floor_ms =
+        (static_cast<double>(r.weight_bytes) +
+         static_cast<double>(batch) * KvCache::BytesPerBlock(c, kBlockSize, Device::kCuda) * ctx_blocks) /
+        read_bytes_per_s * 1e3;
     json entry = {{"batch", batch},
                   {"step_ms", t.step_ms},
+                  {"floor_ms", floor_ms},
+                  {"step_over_floor", t.step_ms / floor_ms},
                   {"decompress_ms", t.decompress_ms},
                   {"rest_ms", t.step_ms - t.decompress_ms},
                   {"tokens_per_s", batch / (t.step_ms * 1e-3)}};
-    std::printf("  decode batch %4lld: %8.3f ms/step (decompress %7.3f, rest %7.3f)\n", static_cast<long long>(batch),
-                t.step_ms, t.decompress_ms, t.step_ms - t.decompress_ms);
+    std::printf("  decode batch %4lld: %8.3f ms/step (decompress %7.3f, rest %7.3f), floor %6.3f ms (x%.2f)\n",
+                static_cast<long long>(batch), t.step_ms, t.decompress_ms, t.step_ms - t.decompress_ms, floor_ms,
+                t.step_ms / floor_ms);
     if (o.profile) entry["profile"] = ProfileOf(t, "decode");
     result["decode"].push_back(entry);
     std::fflush(stdout);
@@ -228,9 +240,13 @@ int Main(int argc, char** argv) {
                          "`context` cached positions of real KV per sequence"},
               {"reps", o.reps},
               {"context", o.context}};
-  auto bf16 = BenchModel(o.bf16_dir, o);
+  const double read_bytes_per_s = ReadBandwidthBytesPerSecond();
+  if (read_bytes_per_s <= 0) return Fail(Internal("the read-bandwidth roofline could not be measured"));
+  out["read_roofline_tb_s"] = read_bytes_per_s * 1e-12;
+  std::printf("read roofline: %.3f TB/s (4 GiB read-only kernel, median of 10)\n", read_bytes_per_s * 1e-12);
+  auto bf16 = BenchModel(o.bf16_dir, o, read_bytes_per_s);
   if (!bf16.ok()) return Fail(bf16.status());
-  auto df11 = BenchModel(o.df11_dir, o);
+  auto df11 = BenchModel(o.df11_dir, o, read_bytes_per_s);
   if (!df11.ok()) return Fail(df11.status());
   out["bf16"] = *bf16;
   out["df11"] = *df11;

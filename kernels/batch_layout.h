@@ -27,10 +27,10 @@ struct BatchLayout {
   const int32_t* tiles = nullptr;  // [2 * num_tiles]
   int64_t num_tiles = 0;
   int64_t tile_tokens = 0;
-  // Optional CUDA split-KV (flash-decoding) for grids too small to fill the GPU: max_keys (at least
+  // CUDA split-KV (flash-decoding) for decode grids too small to fill the GPU: max_keys (at least
   // the longest sequence's keys after the step, 0 = no split) and an fp32 workspace of at least
-  // cuda::AttentionWorkspaceFloats(head_dim) floats (null = no split). Splits give the same
-  // rounding (global max/sum before p·v); only fp32 summation orders differ from the unsplit kernel.
+  // cuda::AttentionWorkspaceFloats(head_dim) floats (null = no split). Splits change only fp32
+  // summation orders.
   int64_t max_keys = 0;
   float* split_workspace = nullptr;
 };
@@ -71,9 +71,6 @@ struct AttentionParams {
   float scale = 1.0f;          // applied to q·k
   int64_t sliding_window = 0;  // > 0: position p sees keys j with p - j < sliding_window
   float softcap = 0.0f;        // > 0: scores = softcap * tanh(scores / softcap)
-  // CUDA: batches with multi-token tiles (prefill) and head_dim % 16 == 0 run Q·K^T and P·V on
-  // bf16 tensor cores (WMMA); same rounding points, other fp32 summation orders. The CPU ignores it.
-  bool tensor_cores = false;
 };
 
 // The gate's activation of a gated MLP: silu(x) = x / (1 + exp(-x));

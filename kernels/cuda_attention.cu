@@ -1,28 +1,24 @@
-// Paged attention over the bf16 KV cache for ragged batches (see cuda_ops.h PagedAttention).
+// Paged attention over the bf16 KV cache for ragged batches (see cuda_ops.h PagedAttention): one
+// FlashAttention-2-style kernel on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulate) for
+// prefill and decode, with flash-decoding key splits when the grid is too small for the GPU.
 //
-// Rounding follows transformers' eager attention in bf16 (the reference our fixtures record):
-//   s = bf16(bf16(q·k) * scale)                       (bf16 matmul, then a bf16 multiply)
-//   softcap: s = bf16(bf16(tanh(bf16(s * (1/cap)))) * cap)
-//   p = bf16(exp(s - max) / sum)                      (fp32 softmax, cast to bf16)
-//   out = bf16(sum_j p_j v_j)                         (fp32 accumulation)
-// The normalised p needs the row's max and sum before any p·v, so each block makes two passes
-// over its keys: pass 0 finds (max, sum) online, pass 1 recomputes the scores and accumulates p·v.
+// Numerics (FlashAttention's, transformers' default `sdpa` path): s = (q·k) * scale in fp32,
+// soft-cap s = cap * tanh(s / cap) in fp32, online softmax with fp32 (max, sum) statistics (kept in
+// the log2 domain: exp2 of s * log2(e)), probabilities rounded to bf16 only as the P·V operand, fp32
+// accumulation, out = bf16(O / sum).
 //
 // Work split: a block takes one tile of consecutive tokens of one sequence (host-built, see
-// AttentionTiles) and `nh` query heads of one KV group: rows = tokens x nh <= 16, so K/V tiles
-// loaded once into shared memory serve every query head of the group (GQA) and every token of the
-// tile (prefill). 4 warps; with few rows (decode) the warps split each 128-key tile between them
-// (key groups), with many rows they split the rows. Each lane scores one key (16-byte shared loads,
-// row stride padded to avoid bank conflicts) and owns head dims lane, lane + 32, ... of the output.
-// Partial results of key groups are merged through shared memory in a fixed order: no atomics, the
-// same batch gives the same bits.
-//
-// Split-KV (flash-decoding): when the grid has fewer blocks than the H100 has SMs (decode of a few
-// sequences) and the caller gave a workspace, each block's key range is cut into `splits` ranges
-// of split_keys keys (a multiple of 64, from the batch's max_keys) and three launches replace one:
-// kStats (per split row max/sum), kValues (every split merges all splits' max/sum in split order,
-// so p is normalised by the global sum exactly as unsplit, then writes its fp32 p·v partial),
-// CombineKernel (partials summed in split order, rounded to bf16). Deterministic.
+// AttentionTiles) and `nh` query heads of one KV group: rows = tile tokens x nh (row r = token
+// r / nh, head r % nh), so K/V tiles loaded once into shared memory serve every query head of the
+// group (GQA) and every token of the tile. 4 warps, 64-key K/V tiles, head dims padded with zeros to
+// the kernel's DP (64, 128 or 256):
+// - prefill mode (kRowWarps = 4): 64 rows, each warp owns 16 rows and every key of a tile;
+// - decode mode (kRowWarps = 1): 16 rows, the 4 warps split each tile's keys (16 each), then merge
+//   their (max, sum, O) through shared memory in warp order.
+// Decode-mode blocks may further split a sequence's keys into `splits` ranges (flash-decoding): each
+// writes its unnormalised (max, sum, O) rows to the workspace and CombineKernel merges the ranges by
+// their log-sum-exp in split order. Fixed orders everywhere, no atomics: the same batch gives the
+// same bits.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,264 +26,331 @@
 #include <string>
 
 #include "kernels/cuda_ops.h"
-#include "kernels/cuda_attention_internal.cuh"
 #include "kernels/cuda_ops_internal.cuh"
+#include "kernels/gpu.h"
 
 namespace df11::cuda {
 namespace {
 
-using namespace attention;  // NOLINT: the shared tile constants and helpers
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kTileKeys = 64;       // keys per shared-memory K/V tile; a key split is a multiple
+constexpr int kMaxRows = 64;        // query rows per prefill-mode block
+constexpr int kDecodeRows = 16;     // query rows per decode-mode block
+constexpr int kMaxHeadDim = 256;
+constexpr int kMaxSplitBlocks = 512;  // blocks x splits bound of the workspace
+constexpr float kLog2e = 1.4426950408889634f;
 
-constexpr int kSplitGranule = 64;     // keys: a split covers a multiple of this
-constexpr int kMaxSplitBlocks = 400;  // blocks x splits bound of the workspace
-
-// Split-KV modes: kWhole (one block per tile, bf16 out); kStats (a key split's row (max, sum) to
-// the workspace); kValues (the splits' (max, sum) merged in split order, then this split's p·v as
-// fp32 partial rows to the workspace); CombineKernel sums the partials in split order.
-enum Mode : int { kWhole = 0, kStats = 1, kValues = 2 };
-
-struct Geometry {
-  int rows, nh, row_groups, key_groups;
-  int mode = kWhole, splits = 1;
+// A launch's shape: heads per block, key splits (1 = none), keys per split, the workspace.
+struct Split {
+  int nh = 1;
+  int splits = 1;
   int64_t split_keys = 0;
-  float* stats = nullptr;    // [blocks][splits][kMaxRows][2]
-  float* partial = nullptr;  // [blocks][splits][kMaxRows][d]
+  float* workspace = nullptr;  // [blocks][splits][kDecodeRows][2 + head_dim]: max, sum, O
 };
 
-__device__ __forceinline__ void Unpack8(const uint4& v, float* f) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+// c += a · b on bf16 tensor cores (m16n8k16, row x col, fp32 accumulate). Fragment layout, lane =
+// 4g + t: a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..];
+// b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]; c0,c1 = C[g][2t..2t+1], c2,c3 = C[g+8][2t..2t+1].
+__device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  return static_cast<uint32_t>(FloatToBf16(lo)) | static_cast<uint32_t>(FloatToBf16(hi)) << 16;
+}
+
+__device__ __forceinline__ uint32_t Load32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+// Weight 2^(m - top) of a partial whose max is m within a merge whose max is top (0 for an empty one).
+__device__ __forceinline__ float Weight(float m, float top) { return m == -INFINITY ? 0.0f : exp2f(m - top); }
+
+// Keys [start, start + kTileKeys) of `pool` (those <= hi; zeros past hi and past head_dim) into
+// dst [kTileKeys][ld].
+template <int DP>
+__device__ __forceinline__ void LoadTile(const uint16_t* pool, const PagedKvLayer& cache, const int32_t* table,
+                                         int64_t kv_head, int64_t start, int64_t hi, int ld, uint16_t* dst) {
+  const int d = static_cast<int>(cache.head_dim);
+  const int64_t row = cache.num_kv_heads * cache.head_dim;
+  constexpr int kChunks = DP / 8;
+#pragma unroll 4
+  for (int idx = threadIdx.x; idx < kTileKeys * kChunks; idx += kThreads) {
+    const int key = idx / kChunks, c = idx % kChunks;
+    const int64_t j = start + key;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (j <= hi && c * 8 < d) {
+      const int64_t slot = int64_t{table[j / cache.block_size]} * cache.block_size + j % cache.block_size;
+      value = *reinterpret_cast<const uint4*>(pool + slot * row + kv_head * d + c * 8);
+    }
+    *reinterpret_cast<uint4*>(dst + key * ld + c * 8) = value;
   }
 }
 
+template <int DP, int kRowWarps>
 __global__ void __launch_bounds__(kThreads)
-    AttentionKernel(PagedKvLayer cache, BatchLayout batch, AttentionParams p, Geometry g, const uint16_t* q,
+    AttentionKernel(PagedKvLayer cache, BatchLayout batch, AttentionParams p, Split g, const uint16_t* q,
                     uint16_t* out) {
+  constexpr int kRows = 16 * kRowWarps;               // query rows of the block
+  constexpr int kKeyWarps = kWarps / kRowWarps;       // warps sharing one row set
+  constexpr int kWarpKeys = kTileKeys / kKeyWarps;    // keys of a tile per warp
+  constexpr int kST = kWarpKeys / 8;                  // n8 tiles of S per warp
+  constexpr int kOT = DP / 8;                         // n8 tiles of O
+  constexpr int kLd = DP + 8;                         // bf16 row stride in shared memory
   extern __shared__ __align__(16) unsigned char smem[];
-  const int d = static_cast<int>(cache.head_dim);
-  float* q_s = reinterpret_cast<float*>(smem);                             // [rows][d]
-  float* ml_s = q_s + kMaxRows * d;                                        // [kWarps][kRowsPerWarp][2]
-  uint16_t* kv_s = reinterpret_cast<uint16_t*>(ml_s + kWarps * kRowsPerWarp * 2);  // [kKeys][d + kPad]
+  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem);  // [kRows][kLd]
+  uint16_t* k_s = q_s + kRows * kLd;                  // [kTileKeys][kLd]
+  uint16_t* v_s = k_s + kTileKeys * kLd;              // [kTileKeys][kLd]
+  float* ml_s = reinterpret_cast<float*>(v_s + kTileKeys * kLd);  // [kWarps][16][2] (decode merge)
 
+  const int d = static_cast<int>(cache.head_dim);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gr = lane >> 2, tc = lane & 3;
   const int64_t t0 = batch.tiles[2 * blockIdx.x], n_tok = batch.tiles[2 * blockIdx.x + 1];
   const int64_t kv_head = blockIdx.y;
   const int64_t group = p.num_heads / cache.num_kv_heads;
-  const int64_t chunk = blockIdx.z / g.splits, split = blockIdx.z % g.splits;
-  const int64_t head0 = kv_head * group + chunk * g.nh;
+  const int chunk = blockIdx.z / g.splits, split = blockIdx.z % g.splits;
+  const int64_t head0 = kv_head * group + int64_t{chunk} * g.nh;
   const int rows = static_cast<int>(n_tok) * g.nh;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int rg = warp % g.row_groups, kg = warp / g.row_groups;
+  auto q_row = [&](int r) { return (t0 + r / g.nh) * p.num_heads + head0 + r % g.nh; };  // [T * heads] row
 
-  for (int idx = threadIdx.x; idx < rows * d; idx += kThreads) {
-    const int r = idx / d, i = idx % d;
-    q_s[idx] = Bf16ToFloat(q[((t0 + r / g.nh) * p.num_heads + head0 + r % g.nh) * d + i]);
+  for (int idx = threadIdx.x; idx < kRows * (DP / 8); idx += kThreads) {
+    const int r = idx / (DP / 8), c = idx % (DP / 8);
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (r < rows && c * 8 < d) value = *reinterpret_cast<const uint4*>(q + q_row(r) * d + c * 8);
+    *reinterpret_cast<uint4*>(q_s + r * kLd + c * 8) = value;
   }
   const int32_t* table = batch.tables + batch.table_begin[batch.token_seq[t0]];
   int64_t hi = batch.positions[t0 + n_tok - 1];
   int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
-  // Split s covers keys [lo + s * split_keys, ...) of the tile's range; splits past it idle.
-  // (used <= splits when max_keys holds; the clamp keeps a violated contract inside the workspace.)
-  const int64_t used = g.mode == kWhole ? 1 : min(int64_t{g.splits}, (hi - lo + g.split_keys) / g.split_keys);
-  const int64_t block = (int64_t{blockIdx.x} * gridDim.y + blockIdx.y) * (gridDim.z / g.splits) + chunk;
-  float* stats = g.mode == kWhole ? nullptr : g.stats + block * g.splits * kMaxRows * 2;
-  float* partial = g.mode == kWhole ? nullptr : g.partial + (block * g.splits + split) * kMaxRows * d;
-  if (g.mode != kWhole) {
-    if (split >= used) return;
+  if (g.splits > 1) {  // split s covers keys [lo + s * split_keys, ...); splits past the range idle
     lo += split * g.split_keys;
+    if (lo > hi) return;
     hi = min(hi, lo + g.split_keys - 1);
   }
 
-  // This warp's rows: rg, rg + row_groups, ... (at most kRowsPerWarp).
-  int row_of[kRowsPerWarp];
-  int64_t first[kRowsPerWarp], last[kRowsPerWarp];
+  // This lane's two rows (gr and gr + 8 of the warp's 16) and their visible keys [first, last].
+  const int row0 = kRowWarps == 1 ? 0 : warp * 16;
+  int64_t first[2], last[2];
 #pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i) {
-    row_of[i] = rg + i * g.row_groups;
-    const bool live = row_of[i] < rows;
-    const int64_t pos = live ? batch.positions[t0 + row_of[i] / g.nh] : -1;
-    last[i] = pos;
-    first[i] = p.sliding_window > 0 ? max(int64_t{0}, pos - p.sliding_window + 1) : 0;
-    if (!live) first[i] = 1;  // empty range
+  for (int i = 0; i < 2; ++i) {
+    const int r = row0 + gr + 8 * i;
+    last[i] = r < rows ? batch.positions[t0 + r / g.nh] : -1;
+    first[i] = p.sliding_window > 0 ? max(int64_t{0}, last[i] - p.sliding_window + 1) : 0;
   }
-  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDimsPerLane];
+  const bool warp_live = row0 < rows;
+  const int key0 = kRowWarps == 1 ? warp * kWarpKeys : 0;  // this warp's keys within a tile
+  const float scale2 = p.softcap > 0 ? p.scale : p.scale * kLog2e;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[kOT][4];
 #pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i) {
-    m[i] = -INFINITY;
-    l[i] = 0;
+  for (int x = 0; x < kOT; ++x) o[x][0] = o[x][1] = o[x][2] = o[x][3] = 0.0f;
+
+  for (int64_t start = lo; start <= hi; start += kTileKeys) {
+    __syncthreads();
+    LoadTile<DP>(cache.k, cache, table, kv_head, start, hi, kLd, k_s);
+    LoadTile<DP>(cache.v, cache, table, kv_head, start, hi, kLd, v_s);
+    __syncthreads();
+    if (!warp_live) continue;
+    // S = Q K^T for the warp's 16 rows x kWarpKeys keys.
+    float s[kST][4];
 #pragma unroll
-    for (int k = 0; k < kDimsPerLane; ++k) acc[i][k] = 0;
+    for (int n = 0; n < kST; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < DP; c += 16) {
+      if (c >= d) break;
+      const uint16_t* qa = q_s + (row0 + gr) * kLd + c + 2 * tc;
+      const uint32_t a[4] = {Load32(qa), Load32(qa + 8 * kLd), Load32(qa + 8), Load32(qa + 8 * kLd + 8)};
+#pragma unroll
+      for (int n = 0; n < kST; ++n) {
+        const uint16_t* kb = k_s + (key0 + n * 8 + gr) * kLd + c + 2 * tc;
+        Mma(s[n], a, Load32(kb), Load32(kb + 8));
+      }
+    }
+    // Scores (log2 domain), the tile's row max over the quad, the rescale of (sum, O).
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kST; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = e >> 1;
+        const int64_t j = start + key0 + n * 8 + 2 * tc + (e & 1);
+        float x = s[n][e] * scale2;
+        if (p.softcap > 0) x = p.softcap * tanhf(x * (1.0f / p.softcap)) * kLog2e;
+        s[n][e] = (j >= first[i] && j <= last[i]) ? x : -INFINITY;
+        tile_max[i] = fmaxf(tile_max[i], s[n][e]);
+      }
+    }
+    float alpha[2], m_use[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xFFFFFFFFu, tile_max[i], 1));
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xFFFFFFFFu, tile_max[i], 2));
+      const float m_new = fmaxf(m[i], tile_max[i]);
+      alpha[i] = Weight(m[i], m_new);
+      m[i] = m_new;
+      m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no visible key yet: every p is 0
+      l[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int x = 0; x < kOT; ++x) {
+      o[x][0] *= alpha[0];
+      o[x][1] *= alpha[0];
+      o[x][2] *= alpha[1];
+      o[x][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int n = 0; n < kST; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - m_use[e >> 1]);
+        l[e >> 1] += s[n][e];
+      }
+    }
+    // O += P V: P's accumulator tiles 2k, 2k + 1 are the A fragment of keys 16k .. 16k + 15.
+#pragma unroll
+    for (int k = 0; k < kWarpKeys / 16; ++k) {
+      const uint32_t a[4] = {PackBf16(s[2 * k][0], s[2 * k][1]), PackBf16(s[2 * k][2], s[2 * k][3]),
+                             PackBf16(s[2 * k + 1][0], s[2 * k + 1][1]), PackBf16(s[2 * k + 1][2], s[2 * k + 1][3])};
+      const uint16_t* vb = v_s + (key0 + 16 * k + 2 * tc) * kLd + gr;
+#pragma unroll
+      for (int x = 0; x < kOT; ++x) {
+        if (x * 8 >= d) break;
+        const uint16_t* v = vb + x * 8;
+        const uint32_t b0 = static_cast<uint32_t>(v[0]) | static_cast<uint32_t>(v[kLd]) << 16;
+        const uint32_t b1 = static_cast<uint32_t>(v[8 * kLd]) | static_cast<uint32_t>(v[9 * kLd]) << 16;
+        Mma(o[x], a, b0, b1);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {  // the row's sum over its quad (fixed butterfly)
+    l[i] += __shfl_xor_sync(0xFFFFFFFFu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xFFFFFFFFu, l[i], 2);
   }
 
-  const int keys_per_warp = kKeys / g.key_groups;  // 32 * (4 / key_groups) keys, lanes stride over them
-  if (g.mode == kValues) {
-    // The row's global (max, sum): the splits' stats merged in split order.
+  if constexpr (kRowWarps > 1) {  // prefill mode: each warp writes its rows
 #pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) {
-      if (row_of[i] >= rows) continue;
-      for (int64_t s = 0; s < used; ++s) {
-        Merge(m[i], l[i], stats[(s * kMaxRows + row_of[i]) * 2], stats[(s * kMaxRows + row_of[i]) * 2 + 1]);
+    for (int i = 0; i < 2; ++i) {
+      const int r = row0 + gr + 8 * i;
+      if (r >= rows) continue;
+      const float inv = 1.0f / l[i];
+      uint16_t* dst = out + q_row(r) * d + 2 * tc;
+#pragma unroll
+      for (int x = 0; x < kOT; ++x) {
+        if (x * 8 < d) *reinterpret_cast<uint32_t*>(dst + x * 8) = PackBf16(o[x][2 * i] * inv, o[x][2 * i + 1] * inv);
       }
     }
-  }
-  for (int pass = g.mode == kValues ? 1 : 0; pass < (g.mode == kStats ? 1 : 2); ++pass) {
-    for (int64_t start = lo; start <= hi; start += kKeys) {
-      __syncthreads();
-      LoadTile(cache.k, cache, table, kv_head, start, hi, kv_s);
-      __syncthreads();
-      // Scores of this warp's keys: key slot kg * keys_per_warp + sub * 32 + lane.
-      float prob[kRowsPerWarp][kKeys / 32];
-      for (int sub = 0; sub < keys_per_warp / 32; ++sub) {
-        const int key = kg * keys_per_warp + sub * 32 + lane;
-        const int64_t j = start + key;
-        float dot[kRowsPerWarp] = {0, 0, 0, 0};
-        const uint16_t* krow = kv_s + key * (d + kPad);
-        for (int c = 0; c < d / 8; ++c) {
-          float kf[8];
-          Unpack8(*reinterpret_cast<const uint4*>(krow + c * 8), kf);
+    return;
+  } else {
+    // Decode mode: merge the 4 warps' (max, sum, O) in warp order through shared memory (O over the
+    // K/V tiles), then write bf16 rows or this split's unnormalised partial.
+    __syncthreads();
+    float* o_s = reinterpret_cast<float*>(k_s);  // [kWarps][16][DP]
+    if (tc == 0) {
 #pragma unroll
-          for (int i = 0; i < kRowsPerWarp; ++i) {
-            if (row_of[i] >= rows) continue;
-            const float4 a = *reinterpret_cast<const float4*>(q_s + row_of[i] * d + c * 8);
-            const float4 b = *reinterpret_cast<const float4*>(q_s + row_of[i] * d + c * 8 + 4);
-            dot[i] += a.x * kf[0] + a.y * kf[1] + a.z * kf[2] + a.w * kf[3] + b.x * kf[4] + b.y * kf[5] +
-                      b.z * kf[6] + b.w * kf[7];
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < kRowsPerWarp; ++i) {
-          const bool valid = j >= first[i] && j <= last[i];
-          const float s = valid ? Score(dot[i], p) : -INFINITY;
-          if (pass == 0) {
-            if (valid) Merge(m[i], l[i], s, 1.0f);
-            prob[i][sub] = 0;
-          } else {
-            prob[i][sub] = valid ? RoundBf16(expf(s - m[i]) / l[i]) : 0.0f;
-          }
-        }
-      }
-      if (pass == 0) continue;
-      __syncthreads();
-      LoadTile(cache.v, cache, table, kv_head, start, hi, kv_s);
-      __syncthreads();
-      for (int sub = 0; sub < keys_per_warp / 32; ++sub) {
-        for (int k = 0; k < 32; ++k) {
-          const uint16_t* vrow = kv_s + (kg * keys_per_warp + sub * 32 + k) * (d + kPad);
-          float vf[kDimsPerLane];
-#pragma unroll
-          for (int x = 0; x < kDimsPerLane; ++x) {
-            const int dim = lane + 32 * x;
-            vf[x] = dim < d ? Bf16ToFloat(vrow[dim]) : 0.0f;
-          }
-#pragma unroll
-          for (int i = 0; i < kRowsPerWarp; ++i) {
-            const float pk = __shfl_sync(0xFFFFFFFFu, prob[i][sub], k);
-#pragma unroll
-            for (int x = 0; x < kDimsPerLane; ++x) acc[i][x] += pk * vf[x];
-          }
-        }
+      for (int i = 0; i < 2; ++i) {
+        ml_s[(warp * 16 + gr + 8 * i) * 2] = m[i];
+        ml_s[(warp * 16 + gr + 8 * i) * 2 + 1] = l[i];
       }
     }
-    if (pass == 0) {
-      // Row (max, sum): over the lanes (butterfly), then over the key groups in a fixed order.
 #pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) {
-        for (int off = 16; off > 0; off >>= 1) {
-          const float mo = __shfl_xor_sync(0xFFFFFFFFu, m[i], off), lo_ = __shfl_xor_sync(0xFFFFFFFFu, l[i], off);
-          Merge(m[i], l[i], mo, lo_);
-        }
-        if (lane == 0) {
-          ml_s[(warp * kRowsPerWarp + i) * 2] = m[i];
-          ml_s[(warp * kRowsPerWarp + i) * 2 + 1] = l[i];
-        }
-      }
-      __syncthreads();
+    for (int x = 0; x < kOT; ++x) {
 #pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) {
-        float mm = -INFINITY, ll = 0;
-        for (int k = 0; k < g.key_groups; ++k) {
-          const int w = rg + k * g.row_groups;
-          Merge(mm, ll, ml_s[(w * kRowsPerWarp + i) * 2], ml_s[(w * kRowsPerWarp + i) * 2 + 1]);
-        }
-        m[i] = mm;
-        l[i] = ll;
-        if (g.mode == kStats && kg == 0 && lane == 0 && row_of[i] < rows) {
-          stats[(split * kMaxRows + row_of[i]) * 2] = mm;
-          stats[(split * kMaxRows + row_of[i]) * 2 + 1] = ll;
-        }
-      }
+      for (int e = 0; e < 4; ++e) o_s[(warp * 16 + gr + 8 * (e >> 1)) * DP + x * 8 + 2 * tc + (e & 1)] = o[x][e];
     }
-  }
-  if (g.mode == kStats) return;
-
-  // Merge the key groups' partial outputs (fixed order) and write bf16.
-  __syncthreads();
-  float* part = reinterpret_cast<float*>(kv_s);  // [kWarps][kRowsPerWarp][d]
-#pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i) {
-#pragma unroll
-    for (int x = 0; x < kDimsPerLane; ++x) {
-      const int dim = lane + 32 * x;
-      if (dim < d) part[(warp * kRowsPerWarp + i) * d + dim] = acc[i][x];
-    }
-  }
-  __syncthreads();
-  if (kg != 0) return;
-#pragma unroll
-  for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int r = row_of[i];
-    if (r >= rows) continue;
-    uint16_t* dst = out + ((t0 + r / g.nh) * p.num_heads + head0 + r % g.nh) * d;
-#pragma unroll
-    for (int x = 0; x < kDimsPerLane; ++x) {
-      const int dim = lane + 32 * x;
-      if (dim >= d) continue;
-      float sum = 0;
-      for (int k = 0; k < g.key_groups; ++k) sum += part[((rg + k * g.row_groups) * kRowsPerWarp + i) * d + dim];
-      if (g.mode == kValues) {
-        partial[r * d + dim] = sum;
+    __syncthreads();
+    const int64_t block = (int64_t{blockIdx.x} * gridDim.y + blockIdx.y) * (gridDim.z / g.splits) + chunk;
+    float* part = g.splits > 1 ? g.workspace + (block * g.splits + split) * kDecodeRows * (2 + d) : nullptr;
+    for (int idx = threadIdx.x; idx < rows * d; idx += kThreads) {
+      const int r = idx / d, dim = idx % d;
+      float top = -INFINITY;
+      for (int w = 0; w < kWarps; ++w) top = fmaxf(top, ml_s[(w * 16 + r) * 2]);
+      float sum = 0.0f, acc = 0.0f;
+      for (int w = 0; w < kWarps; ++w) {
+        const float wt = Weight(ml_s[(w * 16 + r) * 2], top);
+        sum += ml_s[(w * 16 + r) * 2 + 1] * wt;
+        acc += o_s[(w * 16 + r) * DP + dim] * wt;
+      }
+      if (part == nullptr) {
+        out[q_row(r) * d + dim] = FloatToBf16(acc / sum);
       } else {
-        dst[dim] = FloatToBf16(sum);
+        float* pr = part + r * (2 + d);
+        if (dim == 0) {
+          pr[0] = top;
+          pr[1] = sum;
+        }
+        pr[2 + dim] = acc;
       }
     }
   }
 }
 
-// out = bf16(sum over the used splits, in order, of the partial rows). Grid as AttentionKernel's
-// with z = head chunks; one thread per (row, dim).
-__global__ void CombineKernel(BatchLayout batch, AttentionParams p, Geometry g, int64_t d, int64_t group_chunks,
-                              uint16_t* out) {
+// out = bf16(merged O / merged sum) over the used splits of each decode-mode block, in split order.
+// Grid (tiles, KV heads, head chunks), one thread per (row, dim).
+__global__ void CombineKernel(BatchLayout batch, AttentionParams p, Split g, int64_t d, uint16_t* out) {
   const int64_t t0 = batch.tiles[2 * blockIdx.x], n_tok = batch.tiles[2 * blockIdx.x + 1];
-  const int64_t kv_head = blockIdx.y, chunk = blockIdx.z;
   const int64_t group = p.num_heads / gridDim.y;
-  const int64_t head0 = kv_head * group + chunk * g.nh;
+  const int64_t head0 = blockIdx.y * group + int64_t{blockIdx.z} * g.nh;
   const int64_t hi = batch.positions[t0 + n_tok - 1];
   const int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
   const int64_t used = min(int64_t{g.splits}, (hi - lo + g.split_keys) / g.split_keys);
-  const int64_t block = (int64_t{blockIdx.x} * gridDim.y + blockIdx.y) * group_chunks + chunk;
-  const float* partial = g.partial + block * g.splits * kMaxRows * d;
-  const int64_t rows = n_tok * g.nh;
+  const int64_t block = (int64_t{blockIdx.x} * gridDim.y + blockIdx.y) * gridDim.z + blockIdx.z;
+  const float* part = g.workspace + block * g.splits * kDecodeRows * (2 + d);
+  const int64_t rows = n_tok * g.nh, stride = kDecodeRows * (2 + d);
   for (int64_t idx = threadIdx.x; idx < rows * d; idx += blockDim.x) {
     const int64_t r = idx / d, dim = idx % d;
-    float sum = 0;
-    for (int64_t s = 0; s < used; ++s) sum += partial[(s * kMaxRows + r) * d + dim];
-    out[((t0 + r / g.nh) * p.num_heads + head0 + r % g.nh) * d + dim] = FloatToBf16(sum);
+    float top = -INFINITY;
+    for (int64_t s = 0; s < used; ++s) top = fmaxf(top, part[s * stride + r * (2 + d)]);
+    float sum = 0.0f, acc = 0.0f;
+    for (int64_t s = 0; s < used; ++s) {
+      const float* pr = part + s * stride + r * (2 + d);
+      const float wt = Weight(pr[0], top);
+      sum += pr[1] * wt;
+      acc += pr[2 + dim] * wt;
+    }
+    out[((t0 + r / g.nh) * p.num_heads + head0 + r % g.nh) * d + dim] = FloatToBf16(acc / sum);
   }
 }
 
-size_t SharedBytes(int64_t d) {
-  const size_t tile = static_cast<size_t>(kKeys) * (d + kPad) * 2;
-  const size_t part = static_cast<size_t>(kWarps) * kRowsPerWarp * d * 4;
-  return static_cast<size_t>(kMaxRows) * d * 4 + kWarps * kRowsPerWarp * 2 * 4 + (tile > part ? tile : part);
+int MultiprocessorCount() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      return 132;
+    }
+    return sms;
+  }();
+  return count;
+}
+
+template <int DP, int kRowWarps>
+Status Launch(const dim3& grid, const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
+              const Split& g, const uint16_t* q, uint16_t* out, cudaStream_t stream) {
+  constexpr int kLd = DP + 8;
+  constexpr size_t kShared = size_t{16 * kRowWarps + 2 * kTileKeys} * kLd * 2 + kWarps * 16 * 2 * 4;
+  static_assert(2 * kTileKeys * kLd * 2 >= kWarps * 16 * DP * 4, "the decode merge reuses the K/V tiles");
+  if (kShared > 48 * 1024) {  // per device, so on every launch
+    DF11_CUDA_RETURN(cudaFuncSetAttribute(AttentionKernel<DP, kRowWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kShared)));
+  }
+  AttentionKernel<DP, kRowWarps><<<grid, kThreads, kShared, stream>>>(cache, batch, params, g, q, out);
+  return CheckLaunch("AttentionKernel");
+}
+
+template <int kRowWarps>
+Status LaunchFor(int64_t d, const dim3& grid, const PagedKvLayer& cache, const BatchLayout& batch,
+                 const AttentionParams& params, const Split& g, const uint16_t* q, uint16_t* out, cudaStream_t stream) {
+  if (d <= 64) return Launch<64, kRowWarps>(grid, cache, batch, params, g, q, out, stream);
+  if (d <= 128) return Launch<128, kRowWarps>(grid, cache, batch, params, g, q, out, stream);
+  return Launch<256, kRowWarps>(grid, cache, batch, params, g, q, out, stream);
 }
 
 }  // namespace
 
-int64_t AttentionWorkspaceFloats(int64_t head_dim) {
-  return int64_t{kMaxSplitBlocks} * kMaxRows * (head_dim + 2);
-}
+int64_t AttentionWorkspaceFloats(int64_t head_dim) { return int64_t{kMaxSplitBlocks} * kDecodeRows * (head_dim + 2); }
 
 int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads) {
   const int64_t group = num_kv_heads > 0 ? num_heads / num_kv_heads : 1;
@@ -310,55 +373,37 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
                            " tokens (see AttentionTiles)");
   }
   if (batch.num_tiles > 0x7FFFFFFF) return InvalidArgument("PagedAttention: too many tiles");
+  // Decode-only batches (one-token tiles) run 16-row blocks whose warps split keys; others 64-row
+  // blocks. nh: the largest divisor of the group that fits the block's rows.
+  const bool decode = batch.tile_tokens == 1;
   const int64_t group = params.num_heads / cache.num_kv_heads;
-  int nh = 1;  // heads per block: the largest divisor of the group with tile_tokens * nh <= kMaxRows
+  const int64_t max_rows = decode ? kDecodeRows : kMaxRows;
+  Split g;
   for (int64_t h = 1; h <= group; ++h) {
-    if (group % h == 0 && h * batch.tile_tokens <= kMaxRows) nh = static_cast<int>(h);
+    if (group % h == 0 && h * batch.tile_tokens <= max_rows) g.nh = static_cast<int>(h);
   }
-  const int max_rows = static_cast<int>(batch.tile_tokens) * nh;
-  Geometry g{0, nh, 0, 0};
-  g.row_groups = max_rows <= 4 ? 1 : max_rows <= 8 ? 2 : 4;
-  g.key_groups = kWarps / g.row_groups;
-  const size_t shared = SharedBytes(d);
-  if (shared > 48 * 1024) {
-    DF11_RETURN_IF_ERROR(CheckCuda(
-        cudaFuncSetAttribute(AttentionKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
-        "cudaFuncSetAttribute(AttentionKernel)"));
-  }
-  const int64_t blocks = batch.num_tiles * cache.num_kv_heads * (group / nh);
+  const int64_t chunks = group / g.nh;
+  const int64_t blocks = batch.num_tiles * cache.num_kv_heads * chunks;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (params.tensor_cores && d % 16 == 0 && batch.tile_tokens > 1) {
-    return attention::LaunchTensorCore(cache, batch, params, nh, q, out, s);
-  }
-  // Split-KV when the grid is far below two blocks per SM (132 on an H100) and keys are many.
-  int64_t splits = 1;
-  if (batch.split_workspace != nullptr && batch.max_keys > kSplitGranule && blocks < 132) {
-    const int64_t by_keys = (batch.max_keys + kSplitGranule - 1) / kSplitGranule;
-    splits = std::min<int64_t>({by_keys, (264 + blocks - 1) / blocks, 64});
-    if (blocks * splits > kMaxSplitBlocks) splits = kMaxSplitBlocks / blocks;
-  }
-  if (splits <= 1) {
-    const dim3 grid(static_cast<unsigned>(batch.num_tiles), static_cast<unsigned>(cache.num_kv_heads),
-                    static_cast<unsigned>(group / nh));
-    AttentionKernel<<<grid, kThreads, shared, s>>>(cache, batch, params, g, q, out);
-    return CheckLaunch("AttentionKernel");
-  }
-  const int64_t per_split = (batch.max_keys + splits - 1) / splits;
-  g.splits = static_cast<int>(splits);
-  g.split_keys = (per_split + kSplitGranule - 1) / kSplitGranule * kSplitGranule;
-  g.stats = batch.split_workspace;
-  g.partial = g.stats + kMaxSplitBlocks * kMaxRows * 2;
   const dim3 grid(static_cast<unsigned>(batch.num_tiles), static_cast<unsigned>(cache.num_kv_heads),
-                  static_cast<unsigned>(group / nh * splits));
-  g.mode = kStats;
-  AttentionKernel<<<grid, kThreads, shared, s>>>(cache, batch, params, g, q, out);
-  DF11_RETURN_IF_ERROR(CheckLaunch("AttentionKernel (split stats)"));
-  g.mode = kValues;
-  AttentionKernel<<<grid, kThreads, shared, s>>>(cache, batch, params, g, q, out);
-  DF11_RETURN_IF_ERROR(CheckLaunch("AttentionKernel (split values)"));
-  const dim3 combine(static_cast<unsigned>(batch.num_tiles), static_cast<unsigned>(cache.num_kv_heads),
-                     static_cast<unsigned>(group / nh));
-  CombineKernel<<<combine, 256, 0, s>>>(batch, params, g, d, group / nh, out);
+                  static_cast<unsigned>(chunks));
+  if (!decode) return LaunchFor<4>(d, grid, cache, batch, params, g, q, out, s);
+  // Flash-decoding: split keys when the grid has fewer than two blocks per SM and keys are many.
+  const int64_t target = 2 * int64_t{MultiprocessorCount()};
+  if (batch.split_workspace != nullptr && batch.max_keys > kTileKeys && blocks < target) {
+    const int64_t by_keys = (batch.max_keys + kTileKeys - 1) / kTileKeys;
+    g.splits = static_cast<int>(std::min<int64_t>({by_keys, (target + blocks - 1) / blocks, kMaxSplitBlocks / blocks}));
+  }
+  if (g.splits <= 1) {
+    g.splits = 1;
+    return LaunchFor<1>(d, grid, cache, batch, params, g, q, out, s);
+  }
+  const int64_t per_split = (batch.max_keys + g.splits - 1) / g.splits;
+  g.split_keys = (per_split + kTileKeys - 1) / kTileKeys * kTileKeys;
+  g.workspace = batch.split_workspace;
+  const dim3 split_grid(grid.x, grid.y, static_cast<unsigned>(chunks * g.splits));
+  DF11_RETURN_IF_ERROR(LaunchFor<1>(d, split_grid, cache, batch, params, g, q, out, s));
+  CombineKernel<<<grid, 128, 0, s>>>(batch, params, g, d, out);
   return CheckLaunch("CombineKernel");
 }
 

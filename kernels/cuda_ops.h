@@ -119,8 +119,8 @@ using PagedKvLayer = PagedKvLayerOf<uint16_t>;
 
 // Floats of BatchLayout::split_workspace PagedAttention may use for this head_dim.
 int64_t AttentionWorkspaceFloats(int64_t head_dim);
-// Tokens per attention tile (AttentionTiles) for a model: 16 query rows (token x head of one KV
-// group) per block.
+// Tokens per attention tile (AttentionTiles) for a model: 64 query rows (token x head of one KV
+// group) per prefill block.
 int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads);
 
 // Stores k, v [T, num_kv_heads, head_dim] bf16 into the slots of each token's position.
@@ -130,9 +130,11 @@ Status WriteKv(const PagedKvLayer& cache, const BatchLayout& batch, const uint16
 
 // Causal attention of every token over its sequence's cached keys [first, position] (the cache
 // must already hold the new tokens): out [T, num_heads, head_dim] bf16 from q of the same shape.
-// Rounds like transformers' eager bf16 attention: s = bf16(bf16(q.k) * scale) (soft-cap steps each
-// rounded), p = bf16(softmax_fp32(s)), out = bf16(fp32 sum of p v). Needs batch.tiles; head_dim a
-// multiple of 8, <= 256. Deterministic (fixed reduction orders, no atomics).
+// FlashAttention's numerics (transformers' sdpa path): fp32 scores, soft-cap and online-softmax
+// statistics, probabilities in bf16 only as the tensor-core P·V operand, fp32 accumulation,
+// out = bf16(O / sum). Needs batch.tiles; head_dim a multiple of 8, <= 256. Decode-only batches
+// split keys across blocks (flash-decoding) when batch.split_workspace and max_keys are set.
+// Deterministic (fixed reduction orders, no atomics).
 Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
                       const uint16_t* q, uint16_t* out, GpuStream stream);
 

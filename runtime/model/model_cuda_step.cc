@@ -4,7 +4,6 @@
 // (only the step's distinct tokens).
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -16,22 +15,6 @@ namespace df11 {
 #if DF11_HAVE_CUDA
 
 namespace {
-
-// Split-KV (flash-decoding) attention for small batches over long contexts; false = one block
-// per (tile, KV head, head chunk). OFF: on an H100 (2026-11-22) the split path differed from the
-// unsplit kernel by 3-14% relative (bench/results/gpu_split_kv_check_h100.log) in CudaOps.PagedAttentionMatchesCpu; not fixed yet.
-constexpr bool kSplitKv = false;
-
-// Prefill attention on tensor cores (AttentionParams::tensor_cores): on by default since it
-// passed the op tests and every fixture's greedy parity with transformers on an H100 and halves
-// the 2048-token prefill; DF11_ATTENTION_TC=0 selects the FMA kernel.
-bool TensorCoreAttention() {
-  static const bool on = [] {
-    const char* v = std::getenv("DF11_ATTENTION_TC");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  return on;
-}
 
 // The step's int32 arrays (step_batch.h), packed for one upload: tokens, embedding row per token,
 // the BatchLayout arrays, logits rows, attention tiles; offsets in int32 elements.
@@ -142,7 +125,6 @@ struct Model::CudaOps {
   CudaState& st;
   const BatchLayout batch;  // device arrays of the step
   KvCache& cache;
-  bool tensor_core_attention = false;
 
   Status RmsNorm(const uint16_t* x, const float* w, int64_t rows, int64_t dim, uint16_t* out) {
     const ModelConfig& c = model.config_;
@@ -166,7 +148,6 @@ struct Model::CudaOps {
   Status Attention(int64_t layer, AttentionParams params, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                    uint16_t* out) {
     const cuda::PagedKvLayer kv = cache.DeviceLayer(layer);
-    params.tensor_cores = tensor_core_attention;
     if (st.profile) DF11_RETURN_IF_ERROR(st.attention_timer.Begin(st.stream));
     DF11_RETURN_IF_ERROR(cuda::WriteKv(kv, batch, k, v, st.stream));
     DF11_RETURN_IF_ERROR(cuda::PagedAttention(kv, batch, params, q, out, st.stream));
@@ -217,14 +198,12 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   DF11_RETURN_IF_ERROR(cuda::CopyToDevice(st.batch_arrays.data(), hb.data.data(), hb.data.size() * 4, stream));
   const int32_t* arrays = st.batch_arrays.as<const int32_t>();
   BatchLayout layout = hb.Layout(arrays);
-  if (kSplitKv) {
-    for (const SequenceInput& s : input.sequences) {  // the longest sequence's keys after this step
-      layout.max_keys = std::max<int64_t>(layout.max_keys, s.num_cached + static_cast<int64_t>(s.tokens.size()));
-    }
-    DF11_RETURN_IF_ERROR(st.attention_workspace.Reserve(cuda::AttentionWorkspaceFloats(c.head_dim) * 4,
-                                                        "attention split-KV workspace"));
-    layout.split_workspace = st.attention_workspace.as<float>();
+  for (const SequenceInput& s : input.sequences) {  // split-KV decode: the longest sequence's keys
+    layout.max_keys = std::max<int64_t>(layout.max_keys, s.num_cached + static_cast<int64_t>(s.tokens.size()));
   }
+  DF11_RETURN_IF_ERROR(st.attention_workspace.Reserve(cuda::AttentionWorkspaceFloats(c.head_dim) * 4,
+                                                      "attention split-KV workspace"));
+  layout.split_workspace = st.attention_workspace.as<float>();
   st.loaded_unit = -1;  // a shared scratch may hold another model's unit
   st.decode_timer.Reset();
   st.gemm_timer.Reset();
@@ -248,7 +227,7 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
     DF11_RETURN_IF_ERROR(cuda::EmbeddingGather(b.embed_rows, arrays + hb.embed_index, T, H, scale, hidden, stream));
   }
 
-  CudaOps ops{*this, st, layout, *input.kv_cache, TensorCoreAttention()};
+  CudaOps ops{*this, st, layout, *input.kv_cache};
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, st.layers[layer], b.layer, T));
   }

@@ -10,6 +10,8 @@ sliding_window_pattern instead of rope_parameters/layer_types), then records in 
   logits_positions      prompt positions whose logits are recorded
   logits_fp32_cpu       (a) full-vocab logits at those positions, model in fp32 on the CPU
   logits_bf16_gpu       (b) the same from the model in bf16 on the GPU (null without a GPU)
+  attention             the attn_implementation of both runs: "sdpa" (FlashAttention's numerics),
+                        "eager" for Gemma 3, whose attention soft-cap sdpa does not apply
   greedy_fp32_cpu       (a) 32 greedy tokens after the prompt (full recompute every step)
   greedy_bf16_gpu       (b) the same in bf16 on the GPU
   agreeing_steps        leading steps where (a) and (b) pick the same token
@@ -88,7 +90,7 @@ ARCHS = {
                     rope_theta=10000.0, partial_rotary_factor=0.5),
         rope=dict(full=dict(type="default", theta=10000.0, partial=0.5))),
     "gemma3": dict(
-        config="Gemma3TextConfig", model="Gemma3ForCausalLM", head_dim=32,
+        config="Gemma3TextConfig", model="Gemma3ForCausalLM", head_dim=32, attention="eager",
         v5=dict(COMMON, num_hidden_layers=4, head_dim=32, hidden_activation="gelu_pytorch_tanh",
                 query_pre_attn_scalar=24, sliding_window=8, tie_word_embeddings=True,
                 final_logit_softcapping=30.0, attn_logit_softcapping=50.0,
@@ -137,12 +139,17 @@ def check_rope(model, arch):
     return ok
 
 
-def set_eager(config):
-    """Eager attention: the reference applies sliding windows and soft-capping literally."""
+def attention_of(arch):
+    """transformers' default sdpa attention (FlashAttention's numerics, what the CUDA kernel follows);
+    eager for architectures with an attention soft-cap, which sdpa does not apply."""
+    return arch.get("attention", "sdpa")
+
+
+def set_attention(config, impl):
     try:
-        config._attn_implementation = "eager"
+        config._attn_implementation = impl
     except Exception as e:  # noqa: BLE001 - older/newer spellings
-        log(f"    note: cannot set eager attention on the config ({e}); using the default")
+        log(f"    note: cannot set {impl} attention on the config ({e}); using the default")
 
 
 def build_model(name, arch):
@@ -152,7 +159,7 @@ def build_model(name, arch):
     for style in ("v5", "legacy"):
         try:
             config = config_cls(**copy.deepcopy(arch[style]))
-            set_eager(config)
+            set_attention(config, attention_of(arch))
             torch.manual_seed(1234)
             model = model_cls(config).float().eval()
         except Exception as e:  # noqa: BLE001 - report and try the other style
@@ -176,11 +183,11 @@ def randomize(model, name):
             p.copy_(noise)
 
 
-def from_pretrained(model_cls, path, dtype, device):
+def from_pretrained(model_cls, path, dtype, device, impl):
     try:
-        model = model_cls.from_pretrained(path, dtype=dtype, attn_implementation="eager")
+        model = model_cls.from_pretrained(path, dtype=dtype, attn_implementation=impl)
     except TypeError:
-        model = model_cls.from_pretrained(path, torch_dtype=dtype, attn_implementation="eager")
+        model = model_cls.from_pretrained(path, torch_dtype=dtype, attn_implementation=impl)
     return model.to(device).eval()
 
 
@@ -237,7 +244,7 @@ def check_legacy_loads(path, config_v4, model_cls, arch):
             json.dump(config_v4, f)
         try:
             config = transformers.AutoConfig.from_pretrained(tmp)
-            set_eager(config)
+            set_attention(config, attention_of(arch))
             if not check_rope(model_cls(config), arch):
                 log("    warning: transformers reads config_v4.json with other rope frequencies")
         except Exception as e:  # noqa: BLE001
@@ -261,19 +268,20 @@ def make_fixture(name, arch, out_root, gpu):
 
     gen = torch.Generator().manual_seed(7)
     prompt = [1] + torch.randint(3, VOCAB, (PROMPT_LEN - 1,), generator=gen).tolist()
-    ref = from_pretrained(model_cls, out, torch.float32, "cpu")
+    ref = from_pretrained(model_cls, out, torch.float32, "cpu", attention_of(arch))
     if not check_rope(ref, arch):
         raise FixtureError(f"{name}: the saved directory loads with other rope frequencies")
     logits_a, tokens_a = run_reference(ref, prompt, "cpu")
     logits_b = tokens_b = None
     agreeing = STEPS
     if gpu:
-        logits_b, tokens_b = run_reference(from_pretrained(model_cls, out, torch.bfloat16, "cuda"), prompt, "cuda")
+        logits_b, tokens_b = run_reference(from_pretrained(model_cls, out, torch.bfloat16, "cuda", attention_of(arch)), prompt,
+                                          "cuda")
         agreeing = next((i for i, (a, b) in enumerate(zip(tokens_a, tokens_b)) if a != b), STEPS)
     expected = dict(architecture=arch["model"], transformers_version=transformers.__version__,
                     torch_version=torch.__version__, prompt=prompt, logits_positions=LOGITS_POSITIONS,
                     logits_fp32_cpu=logits_a, logits_bf16_gpu=logits_b, greedy_fp32_cpu=tokens_a,
-                    greedy_bf16_gpu=tokens_b, agreeing_steps=agreeing,
+                    greedy_bf16_gpu=tokens_b, agreeing_steps=agreeing, attention=attention_of(arch),
                     config_files=["config.json", "config_v4.json"])
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f)

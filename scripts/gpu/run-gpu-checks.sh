@@ -13,7 +13,8 @@
 # compute-sanitizer on the decoder tests, decode benchmark, a Qwen3-8B-shaped random model
 # (BF16 + DF11, 16 cores), model_step_bench. Logs and JSON end up in $OUT/gpu-results.tgz
 # (default OUT ./out), model_step_bench.json also loose beside it.
-# Environment: SKIP_BENCH=1 stops after the tests and memcheck (no 8B models, no benchmarks: for
+# Environment: RECORD_FIXTURES=1 first records the HF fixtures again (hf_fixtures.tgz beside the
+# archive) and tests against them; SKIP_BENCH=1 stops after the tests and memcheck (no 8B models, no benchmarks: for
 # changes that touch loading or validation, not the step); RUN_DECODE_BENCH=1 adds the DF11 decoder benchmark and memcheck of the decoder
 # tests (unchanged code, ~2 min); WORK (default /tmp/df11-gpu) holds the 8B models (~28 GB),
 # deleted at the end unless KEEP_MODELS=1.
@@ -31,6 +32,16 @@ begin() { step_start=$(date +%s); echo "== $1"; }
 done_step() { echo "-- $1: $(( $(date +%s) - step_start )) s (total $(( $(date +%s) - start_all )) s)"; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+
+if [ "${RECORD_FIXTURES:-}" = 1 ]; then
+  # The Hugging Face fixtures recorded again with transformers here (sdpa attention), as
+  # $OUT/hf_fixtures.tgz, and the tests below run on them.
+  begin "record the HF fixtures"
+  PYTHONUNBUFFERED=1 python3 scripts/gpu/make_hf_fixtures.py --out /tmp/hf_fixtures > "$out/make_hf_fixtures.log" 2>&1 || status=1
+  tail -20 "$out/make_hf_fixtures.log"
+  (cd /tmp/hf_fixtures && tar czf "$out/hf_fixtures.tgz" .) && cp -r /tmp/hf_fixtures/. tests/fixtures/models/
+  done_step record_fixtures
+fi
 
 begin "test_kernels"
 "$bundle/run" test_kernels --gtest_brief=1 2>&1 | head -c 200000 > "$out/test_kernels.log"
@@ -126,18 +137,11 @@ begin "model_step_bench"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done_step model_step_bench
 
-# The FMA attention kernel instead of tensor cores (DF11_ATTENTION_TC=0): fixture parity and the bench again.
-begin "FMA attention (DF11_ATTENTION_TC=0)"
-DF11_ATTENTION_TC=0 "$bundle/run" test_runtime --gtest_brief=1 --gtest_filter='*HfFixtureTest*Cuda*:*GpuLogitsCloseToCpu*' \
-  2>&1 | head -c 200000 > "$out/test_runtime_tc.log"
-echo "tensor-core test_runtime exit ${PIPESTATUS[0]}"
-grep '^\[parity\]' "$out/test_runtime_tc.log"
-grep -v '^\[parity\]' "$out/test_runtime_tc.log" | tail -20
-DF11_ATTENTION_TC=0 "$bundle/run" model_step_bench "$work/bf16" "$work/df11" --profile --reps 10 --batches 1 \
-  --json "$out/model_step_bench_tc.json" > "$out/model_step_bench_tc.log" 2>&1
-echo "tensor-core model_step_bench exit $?"
-grep -E 'prefill|error|INTERNAL' "$out/model_step_bench_tc.log" | head -12
-done_step tensor_core_attention
+begin "model_step_bench at 4096 cached positions"
+"$bundle/run" model_step_bench "$work/bf16" "$work/df11" --profile --reps 10 --context 4096 --batches 1,64 \
+  --prefill 512 --json "$out/model_step_bench_4096.json" 2>&1 | tee "$out/model_step_bench_4096.log" | tail -12
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done_step model_step_bench_4096
 
 # KEEP_MODELS=1 keeps $work (the engine benchmark runs next on the same models).
 [ "${KEEP_MODELS:-}" = 1 ] || rm -rf "$work"
