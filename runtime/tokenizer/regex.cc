@@ -81,37 +81,4 @@ bool Regex::Search(std::string_view text) const {
   return onig_search(regex, begin, end, begin, end, region, ONIG_OPTION_NONE) >= 0;
 }
 
-std::string Regex::Escape(std::string_view literal) {
-  std::string out;
-  out.reserve(literal.size() * 2);
-  for (char c : literal) {
-    switch (c) {
-      case '\\':
-      case '.':
-      case '+':
-      case '*':
-      case '?':
-      case '(':
-      case ')':
-      case '|':
-      case '[':
-      case ']':
-      case '{':
-      case '}':
-      case '^':
-      case '$':
-      case '#':
-      case '&':
-      case '-':
-      case '~':
-        out.push_back('\\');
-        break;
-      default:
-        break;
-    }
-    out.push_back(c);
-  }
-  return out;
-}
-
 }  // namespace df11::tokenizer_internal
