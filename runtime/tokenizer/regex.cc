@@ -3,20 +3,11 @@
 
 #include <oniguruma.h>
 
-#include <mutex>
-
+#include "runtime/format/onig_init.h"
 #include "runtime/tokenizer/unicode.h"
 
 namespace df11::tokenizer_internal {
 namespace {
-
-void InitializeOniguruma() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    OnigEncoding encodings[] = {ONIG_ENCODING_UTF8};
-    onig_initialize(encodings, 1);
-  });
-}
 
 // One match region per thread, reused across searches.
 struct RegionHolder {
@@ -31,7 +22,7 @@ OnigRegion* ThreadRegion() {
 }  // namespace
 
 StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern) {
-  InitializeOniguruma();
+  EnsureOnigInitialized();
   OnigRegex regex = nullptr;
   OnigErrorInfo info;
   const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
