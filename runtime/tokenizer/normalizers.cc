@@ -1,5 +1,7 @@
 // Normalizers of the tokenizer: NFC, NFD, Replace, Prepend, Strip, ByteLevel, Sequence (HF
 // `tokenizers` normalizers of the same "type").
+#include <algorithm>
+
 #include "runtime/tokenizer/components.h"
 #include "runtime/tokenizer/unicode.h"
 
@@ -55,23 +57,8 @@ class StripNormalizer : public Normalizer {
  public:
   StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
   void Normalize(std::string& text) const override {
-    size_t begin = 0, end = text.size();
-    if (left_) {
-      while (begin < end) {
-        size_t next = begin;
-        if (!IsWhiteSpace(NextCodePoint(text, next))) break;
-        begin = next;
-      }
-    }
-    if (right_) {
-      while (end > begin) {
-        size_t start = end - 1;
-        while (start > begin && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
-        size_t i = start;
-        if (!IsWhiteSpace(NextCodePoint(text, i))) break;
-        end = start;
-      }
-    }
+    const size_t begin = left_ ? LeadingSpaceLength(text) : 0;
+    const size_t end = right_ ? std::max(begin, TrailingSpaceStart(text)) : text.size();
     text = text.substr(begin, end - begin);
   }
 
