@@ -100,7 +100,8 @@ struct Split {
 // to an Oniguruma regex (a literal is escaped); non-empty literals use plain substring search.
 class Pattern {
  public:
-  static StatusOr<Pattern> Parse(const JsonNode& node);
+  // The "pattern" member of a Split/Replace `component`.
+  static StatusOr<Pattern> Parse(const JsonNode& component);
   static StatusOr<Pattern> FromLiteral(std::string literal);
   static StatusOr<Pattern> FromRegex(const std::string& regex);
   bool is_literal() const { return regex_ == nullptr; }
@@ -115,6 +116,8 @@ class Pattern {
     bool is_match;
   };
   void FindPieces(std::string_view text, std::vector<Piece>& out) const;
+  // `text` with every match replaced by `content` (HF Replace).
+  std::string Replace(std::string_view text, std::string_view content) const;
 
  private:
   std::string literal_;

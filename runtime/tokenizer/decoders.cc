@@ -158,12 +158,12 @@ class ReplaceDecoder : public Decoder {
   ReplaceDecoder(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void Decode(std::vector<std::string>& tokens, const DecodeContext& context, DecodeState& state) const override {
     if (!state.fused) {
-      for (std::string& token : tokens) token = Replace(token);
+      for (std::string& token : tokens) token = pattern_.Replace(token, content_);
       return;
     }
     if (!pattern_.is_literal()) {
       state.streamable = false;  // a regex match may span windows
-      tokens[0] = Replace(tokens[0]);
+      tokens[0] = pattern_.Replace(tokens[0], content_);
       return;
     }
     std::string_view text = tokens[0];
@@ -183,23 +183,10 @@ class ReplaceDecoder : public Decoder {
         }
       }
     }
-    tokens[0] = Replace(text.substr(0, keep));
+    tokens[0] = pattern_.Replace(text.substr(0, keep), content_);
   }
 
  private:
-  std::string Replace(std::string_view token) const {
-    std::vector<Pattern::Piece> pieces;
-    pattern_.FindPieces(token, pieces);
-    std::string out;
-    for (const Pattern::Piece& p : pieces) {
-      if (p.is_match) {
-        out += content_;
-      } else {
-        out.append(token.substr(p.start, p.end - p.start));
-      }
-    }
-    return out;
-  }
   Pattern pattern_;
   std::string content_;
 };
@@ -283,8 +270,7 @@ StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const JsonNode& node) {
     return std::unique_ptr<Decoder>(new StripDecoder(content, static_cast<size_t>(start), static_cast<size_t>(stop)));
   }
   if (type == "Replace") {
-    DF11_ASSIGN_OR_RETURN(JsonNode pattern_node, node.Get("pattern"));
-    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(pattern_node));
+    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(node));
     DF11_ASSIGN_OR_RETURN(std::string content, node.GetString("content"));
     return std::unique_ptr<Decoder>(new ReplaceDecoder(std::move(pattern), std::move(content)));
   }

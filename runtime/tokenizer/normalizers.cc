@@ -22,20 +22,7 @@ class ReplaceNormalizer : public Normalizer {
  public:
   ReplaceNormalizer(Pattern pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
-  void Normalize(std::string& text) const override {
-    std::vector<Pattern::Piece> pieces;
-    pattern_.FindPieces(text, pieces);
-    std::string out;
-    out.reserve(text.size() + text.size() / 2);
-    for (const Pattern::Piece& p : pieces) {
-      if (p.is_match) {
-        out += content_;
-      } else {
-        out.append(text, p.start, p.end - p.start);
-      }
-    }
-    text = std::move(out);
-  }
+  void Normalize(std::string& text) const override { text = pattern_.Replace(text, content_); }
 
  private:
   Pattern pattern_;
@@ -96,8 +83,7 @@ StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const JsonNode& node) {
   if (type == "NFD") return std::unique_ptr<Normalizer>(new NfdNormalizer);
   if (type == "ByteLevel") return std::unique_ptr<Normalizer>(new ByteLevelNormalizer);
   if (type == "Replace") {
-    DF11_ASSIGN_OR_RETURN(JsonNode pattern_node, node.Get("pattern"));
-    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(pattern_node));
+    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(node));
     DF11_ASSIGN_OR_RETURN(std::string content, node.GetString("content"));
     return std::unique_ptr<Normalizer>(new ReplaceNormalizer(std::move(pattern), std::move(content)));
   }

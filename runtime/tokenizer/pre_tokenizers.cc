@@ -309,8 +309,7 @@ StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const JsonNode& node) 
   if (node.is_null()) return std::unique_ptr<PreTokenizer>();
   DF11_ASSIGN_OR_RETURN(std::string type, node.Type());
   if (type == "Split") {
-    DF11_ASSIGN_OR_RETURN(JsonNode pattern_node, node.Get("pattern"));
-    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(pattern_node));
+    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(node));
     DF11_ASSIGN_OR_RETURN(JsonNode behavior_node, node.Get("behavior"));
     DF11_ASSIGN_OR_RETURN(SplitBehavior behavior, ParseSplitBehavior(behavior_node));
     DF11_ASSIGN_OR_RETURN(bool invert, node.GetBool("invert", false));
