@@ -146,6 +146,15 @@ class Normalizer {
 // `node` is a normalizer object; a JSON null yields nullptr (no normalizer).
 StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const JsonNode& node);
 
+// Metaspace (pre-tokenizer and decoder): "replacement" (one character) and "prepend_scheme",
+// checked against the legacy add_prefix_space as HF does.
+enum class PrependScheme { kAlways, kFirst, kNever };
+struct MetaspaceOptions {
+  std::string replacement;
+  PrependScheme scheme = PrependScheme::kAlways;
+};
+StatusOr<MetaspaceOptions> ParseMetaspaceOptions(const JsonNode& node);
+
 // ---- Pre-tokenizers: Split, ByteLevel, Metaspace, Digits, Whitespace, WhitespaceSplit,
 // Punctuation, Sequence. ------------------------------------------------------------------------
 class PreTokenizer {

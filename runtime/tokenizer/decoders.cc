@@ -236,24 +236,6 @@ StatusOr<char32_t> SingleChar(const JsonNode& node, std::string_view key) {
   return NextCodePoint(s, i);
 }
 
-StatusOr<std::unique_ptr<Decoder>> ParseMetaspaceDecoder(const JsonNode& node) {
-  DF11_ASSIGN_OR_RETURN(char32_t replacement, SingleChar(node, "replacement"));
-  std::string scheme = "always";
-  if (std::optional<JsonNode> s = node.Find("prepend_scheme")) {
-    DF11_ASSIGN_OR_RETURN(scheme, s->AsString());
-    if (scheme != "always" && scheme != "first" && scheme != "never") {
-      return s->Error("expected \"always\", \"first\" or \"never\"");
-    }
-  }
-  DF11_ASSIGN_OR_RETURN(bool add_prefix_space, node.GetBool("add_prefix_space", true));
-  if (!add_prefix_space) {
-    if (scheme != "never") return node.Error("add_prefix_space does not match declared prepend_scheme");
-  }
-  std::string utf8;
-  AppendUtf8(replacement, &utf8);
-  return std::unique_ptr<Decoder>(new MetaspaceDecoder(std::move(utf8), scheme != "never"));
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const JsonNode& node) {
@@ -274,7 +256,11 @@ StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const JsonNode& node) {
     DF11_ASSIGN_OR_RETURN(std::string content, node.GetString("content"));
     return std::unique_ptr<Decoder>(new ReplaceDecoder(std::move(pattern), std::move(content)));
   }
-  if (type == "Metaspace") return ParseMetaspaceDecoder(node);
+  if (type == "Metaspace") {
+    DF11_ASSIGN_OR_RETURN(MetaspaceOptions options, ParseMetaspaceOptions(node));
+    return std::unique_ptr<Decoder>(
+        new MetaspaceDecoder(std::move(options.replacement), options.scheme != PrependScheme::kNever));
+  }
   if (type == "Sequence") {
     DF11_ASSIGN_OR_RETURN(auto steps, ParseSteps<Decoder>(node, "decoders", "decoder", ParseDecoder));
     return std::unique_ptr<Decoder>(new SequenceDecoder(std::move(steps)));
