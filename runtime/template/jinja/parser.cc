@@ -228,13 +228,7 @@ class Parser : public ParserBase {
       m->uses_kwargs |= e->name == "kwargs";
       m->uses_caller |= e->name == "caller";
     }
-    for (const auto& k : e->kids) ScanExpr(k.get(), m);
-    if (e->args) {
-      for (const auto& a : e->args->positional) ScanExpr(a.get(), m);
-      for (const auto& [k, a] : e->args->keyword) ScanExpr(a.get(), m);
-      ScanExpr(e->args->star.get(), m);
-      ScanExpr(e->args->star_star.get(), m);
-    }
+    ForEachChild(*e, [m](const Expr* k) { ScanExpr(k, m); });
   }
   static void ScanNames(const Body& body, MacroDef* m) {
     for (const auto& s : body) {
