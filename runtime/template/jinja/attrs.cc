@@ -207,12 +207,7 @@ StatusOr<Value> IsAlpha(Interpreter&, const Value& s, CallArgs& a) { return Char
 StatusOr<Value> IsAlnum(Interpreter&, const Value& s, CallArgs& a) { return CharClass(s, a, "str.isalnum", AlnumClass); }
 StatusOr<Value> CasePredicate(const Value& self, CallArgs& a, bool upper) {
   DF11_RETURN_IF_ERROR(BindArgs(upper ? "str.isupper" : "str.islower", a, {}).status());
-  bool cased = false;
-  for (char32_t c : pystr::Decode(self.str())) {
-    if (upper ? pystr::IsLowerChar(c) : pystr::IsUpperChar(c)) return Value(false);
-    cased |= upper ? pystr::IsUpperChar(c) : pystr::IsLowerChar(c);
-  }
-  return Value(cased);
+  return Value(pystr::IsAllCase(self.str(), upper));
 }
 StatusOr<Value> IsUpper(Interpreter&, const Value& s, CallArgs& a) { return CasePredicate(s, a, true); }
 StatusOr<Value> IsLower(Interpreter&, const Value& s, CallArgs& a) { return CasePredicate(s, a, false); }

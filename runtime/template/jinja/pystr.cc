@@ -201,6 +201,15 @@ bool IsLowerChar(char32_t c) {
   return loc && iswlower_l(static_cast<wint_t>(c), loc);
 }
 
+bool IsAllCase(std::string_view s, bool upper) {
+  bool cased = false;
+  for (char32_t c : Decode(s)) {
+    if (upper ? IsLowerChar(c) : IsUpperChar(c)) return false;
+    cased |= upper ? IsUpperChar(c) : IsLowerChar(c);
+  }
+  return cased;
+}
+
 std::string Strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
   std::u32string set = chars ? Decode(*chars) : std::u32string();
   auto strip_it = [&](char32_t c) {
