@@ -51,11 +51,12 @@ class JsonNode {
   std::string path_;
 };
 
-// The steps of a "Sequence" component: node[key] must be an array whose items `parse` (a
-// component parser returning StatusOr<std::unique_ptr<T>>) reads; `what` names an item in errors.
-template <typename T, typename Parse>
-StatusOr<std::vector<std::unique_ptr<T>>> ParseSteps(const JsonNode& node, std::string_view key, std::string_view what,
-                                                     Parse parse) {
+// A "Sequence" component: node[key] must be an array whose items `parse` (a component parser
+// returning StatusOr<std::unique_ptr<T>>) reads into the steps of a new `Sequence` (a T);
+// `what` names an item in errors.
+template <typename Sequence, typename T, typename Parse>
+StatusOr<std::unique_ptr<T>> ParseSequence(const JsonNode& node, std::string_view key, std::string_view what,
+                                           Parse parse) {
   DF11_ASSIGN_OR_RETURN(JsonNode list, node.Get(key));
   if (!list.value().is_array()) return list.Error("expected an array");
   std::vector<std::unique_ptr<T>> steps;
@@ -65,7 +66,7 @@ StatusOr<std::vector<std::unique_ptr<T>>> ParseSteps(const JsonNode& node, std::
     DF11_ASSIGN_OR_RETURN(std::unique_ptr<T> step, parse(child));
     steps.push_back(std::move(step));
   }
-  return steps;
+  return std::unique_ptr<T>(new Sequence(std::move(steps)));
 }
 
 // Parses `text` as JSON; INVALID_ARGUMENT "file: invalid JSON: ..." on failure.

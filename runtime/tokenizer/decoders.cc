@@ -261,10 +261,7 @@ StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const JsonNode& node) {
     return std::unique_ptr<Decoder>(
         new MetaspaceDecoder(std::move(options.replacement), options.scheme != PrependScheme::kNever));
   }
-  if (type == "Sequence") {
-    DF11_ASSIGN_OR_RETURN(auto steps, ParseSteps<Decoder>(node, "decoders", "decoder", ParseDecoder));
-    return std::unique_ptr<Decoder>(new SequenceDecoder(std::move(steps)));
-  }
+  if (type == "Sequence") return ParseSequence<SequenceDecoder, Decoder>(node, "decoders", "decoder", ParseDecoder);
   return Unimplemented(node.file() + ": " + node.path() + ": decoder type \"" + type + "\" is not supported");
 }
 

@@ -97,8 +97,7 @@ StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const JsonNode& node) {
     return std::unique_ptr<Normalizer>(new StripNormalizer(left, right));
   }
   if (type == "Sequence") {
-    DF11_ASSIGN_OR_RETURN(auto steps, ParseSteps<Normalizer>(node, "normalizers", "normalizer", ParseNormalizer));
-    return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(steps)));
+    return ParseSequence<SequenceNormalizer, Normalizer>(node, "normalizers", "normalizer", ParseNormalizer);
   }
   return Unimplemented(node.file() + ": " + node.path() + ": normalizer type \"" + type + "\" is not supported");
 }

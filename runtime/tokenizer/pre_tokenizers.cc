@@ -339,9 +339,7 @@ StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const JsonNode& node) 
     return MakeCharClass(IsPunctuation, behavior);
   }
   if (type == "Sequence") {
-    DF11_ASSIGN_OR_RETURN(auto steps,
-                          ParseSteps<PreTokenizer>(node, "pretokenizers", "pre-tokenizer", ParsePreTokenizer));
-    return std::unique_ptr<PreTokenizer>(new SequencePreTokenizer(std::move(steps)));
+    return ParseSequence<SequencePreTokenizer, PreTokenizer>(node, "pretokenizers", "pre-tokenizer", ParsePreTokenizer);
   }
   return Unimplemented(node.file() + ": " + node.path() + ": pre-tokenizer type \"" + type + "\" is not supported");
 }
