@@ -96,7 +96,9 @@ StatusOr<Value> IntPow(int64_t base, int64_t exp) {
   return Value(result);
 }
 
-StatusOr<Value> Arith(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
+}  // namespace
+
+StatusOr<Value> BinaryOp(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
   if (op == "%" && a.is_string()) {
     // str.__mod__ accepts any right operand, undefined included (it is printed as "").
     DF11_ASSIGN_OR_RETURN(std::string s, PercentFormat(in, a.str(), b));
@@ -152,6 +154,8 @@ StatusOr<Value> Arith(Interpreter& in, const std::string& op, const Value& a, co
   return Internal("unknown operator " + op);
 }
 
+namespace {
+
 // Python `needle in container`.
 StatusOr<bool> Contains(Interpreter& in, const Value& container, const Value& needle) {
   switch (container.kind()) {
@@ -183,7 +187,9 @@ StatusOr<bool> Contains(Interpreter& in, const Value& container, const Value& ne
   }
 }
 
-StatusOr<bool> CompareOp(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
+}  // namespace
+
+StatusOr<bool> CompareValues(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
   if (op == "==") return Equals(a, b);
   if (op == "!=") return !Equals(a, b);
   if (op == "in") return Contains(in, b, a);
@@ -201,6 +207,8 @@ StatusOr<bool> CompareOp(Interpreter& in, const std::string& op, const Value& a,
   if (op == ">") return *c > 0;
   return *c >= 0;
 }
+
+namespace {
 
 StatusOr<Value> EvalSlice(Interpreter& in, const Value& obj, const Expr& slice) {
   std::optional<int64_t> bounds[3];
@@ -316,7 +324,7 @@ StatusOr<Value> EvalCompare(Interpreter& in, const Expr& e) {
   DF11_ASSIGN_OR_RETURN(Value left, in.Eval(*e.kids[0]));
   for (size_t i = 0; i < e.ops.size(); ++i) {
     DF11_ASSIGN_OR_RETURN(Value right, in.Eval(*e.kids[i + 1]));
-    DF11_ASSIGN_OR_RETURN(bool ok, CompareOp(in, e.ops[i], left, right));
+    DF11_ASSIGN_OR_RETURN(bool ok, CompareValues(in, e.ops[i], left, right));
     if (!ok) return Value(false);
     left = std::move(right);
   }
@@ -324,14 +332,6 @@ StatusOr<Value> EvalCompare(Interpreter& in, const Expr& e) {
 }
 
 }  // namespace
-
-StatusOr<Value> BinaryOp(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
-  return Arith(in, op, a, b);
-}
-
-StatusOr<bool> CompareValues(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
-  return CompareOp(in, op, a, b);
-}
 
 StatusOr<CallArgs> EvalArgs(Interpreter& in, const ArgList* list) {
   CallArgs args;
@@ -459,7 +459,7 @@ StatusOr<Value> Interpreter::EvalImpl(const Expr& e) {
     case Expr::Kind::kBinary: {
       DF11_ASSIGN_OR_RETURN(Value a, Eval(*e.kids[0]));
       DF11_ASSIGN_OR_RETURN(Value b, Eval(*e.kids[1]));
-      return Arith(in, e.attr, a, b);
+      return BinaryOp(in, e.attr, a, b);
     }
     case Expr::Kind::kAnd:
     case Expr::Kind::kOr: {
