@@ -237,30 +237,27 @@ StatusOr<Value> EvalSlice(Interpreter& in, const Value& obj, const Expr& slice) 
   }
   if (!obj.is_string() && !obj.is_sequence()) return TypeError(std::string("'") + obj.TypeName() + "' object is not subscriptable");
   if (!valid) return TypeError("slice indices must be integers or None or have an __index__ method");
+  // A string slices by code point (by byte when it is ASCII), a list or tuple by item.
+  const bool ascii = obj.is_string() && pystr::IsAscii(obj.str());
+  const std::u32string u = obj.is_string() && !ascii ? pystr::Decode(obj.str()) : std::u32string();
+  const size_t length = !obj.is_string() ? obj.items().size() : ascii ? obj.str().size() : u.size();
   std::vector<int64_t> idx;
+  if (!pystr::SliceIndices(static_cast<int64_t>(length), bounds[0], bounds[1], bounds[2], &idx)) {
+    return InvalidArgument("ValueError: slice step cannot be zero");
+  }
+  if (ascii) {
+    std::string out;
+    for (int64_t i : idx) out.push_back(obj.str()[i]);
+    return Value(std::move(out));
+  }
   if (obj.is_string()) {
-    if (pystr::IsAscii(obj.str())) {
-      if (!pystr::SliceIndices(static_cast<int64_t>(obj.str().size()), bounds[0], bounds[1], bounds[2], &idx)) {
-        return InvalidArgument("ValueError: slice step cannot be zero");
-      }
-      std::string out;
-      for (int64_t i : idx) out.push_back(obj.str()[i]);
-      return Value(std::move(out));
-    }
-    std::u32string u = pystr::Decode(obj.str()), out;
-    if (!pystr::SliceIndices(static_cast<int64_t>(u.size()), bounds[0], bounds[1], bounds[2], &idx)) {
-      return InvalidArgument("ValueError: slice step cannot be zero");
-    }
+    std::u32string out;
     for (int64_t i : idx) out.push_back(u[i]);
     return Value(pystr::Encode(out));
   }
-  const auto& items = obj.items();
-  if (!pystr::SliceIndices(static_cast<int64_t>(items.size()), bounds[0], bounds[1], bounds[2], &idx)) {
-    return InvalidArgument("ValueError: slice step cannot be zero");
-  }
   std::vector<Value> out;
   out.reserve(idx.size());
-  for (int64_t i : idx) out.push_back(items[i]);
+  for (int64_t i : idx) out.push_back(obj.items()[i]);
   return obj.is_tuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
 }
 
