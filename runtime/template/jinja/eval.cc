@@ -232,6 +232,7 @@ StatusOr<Value> EvalSlice(Interpreter& in, const Value& obj, const Expr& slice) 
     std::vector<int64_t> idx;
     pystr::SliceIndices(static_cast<int64_t>(obj.items().size()), bounds[0], bounds[1], bounds[2], &idx);
     std::vector<Value> items;
+    items.reserve(idx.size());
     for (int64_t i : idx) items.push_back(obj.items()[i]);
     return Value::MakeRange(start + b * step, start + e * step, step * st, std::move(items));
   }

@@ -51,7 +51,7 @@ const char32_t* SpecialUpper(char32_t c) {
     case 0xFB02: return U"FL";
     case 0xFB03: return U"FFI";
     case 0xFB04: return U"FFL";
-    case 0xFB05: return U"ST";
+    case 0xFB05:
     case 0xFB06: return U"ST";
     default: return nullptr;
   }
