@@ -19,12 +19,6 @@ using json = nlohmann::json;
 constexpr const char* kUnitTensors[] = {"luts", "encoded_exponent", "sign_mantissa", "output_positions", "gaps",
                                         "split_positions"};
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 int64_t Numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

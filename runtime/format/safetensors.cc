@@ -60,12 +60,6 @@ const DTypeEntry* FindDType(DType dtype) {
 
 std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
 std::string OffsetsString(uint64_t begin, uint64_t end) {
   return "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "]";
 }
@@ -391,6 +385,12 @@ Status CheckIndex(const std::string& index_path, const EntryMap& entries,
 }
 
 }  // namespace
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
 
 int DTypeSize(DType dtype) {
   const DTypeEntry* e = FindDType(dtype);

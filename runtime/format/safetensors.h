@@ -35,6 +35,8 @@ struct TensorInfo {
   uint64_t nbytes = 0;
   int64_t numel() const;  // product of shape (1 for a scalar); -1 if a dim is negative or it overflows
 };
+// "[d0, d1, ...]", for messages.
+std::string ShapeString(const std::vector<int64_t>& shape);
 
 // One safetensors file, memory-mapped read-only.
 class SafetensorsFile {

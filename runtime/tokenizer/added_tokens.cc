@@ -25,30 +25,6 @@ char32_t LastCodePoint(std::string_view s) {
   return NextCodePoint(s, start);
 }
 
-// Start of the trailing whitespace of `s` (s.size() if none).
-size_t TrailingSpaceStart(std::string_view s) {
-  size_t end = s.size();
-  while (end > 0) {
-    size_t start = end - 1;
-    while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
-    size_t i = start;
-    if (!IsWhiteSpace(NextCodePoint(s, i))) break;
-    end = start;
-  }
-  return end;
-}
-
-// Length of the leading whitespace of `s`.
-size_t LeadingSpaceLength(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t next = i;
-    if (!IsWhiteSpace(NextCodePoint(s, next))) break;
-    i = next;
-  }
-  return i;
-}
-
 }  // namespace
 
 void AddedVocabulary::Matcher::Build(const std::vector<std::pair<std::string, int32_t>>& patterns) {

@@ -51,11 +51,12 @@ class JsonNode {
   std::string path_;
 };
 
-// The steps of a "Sequence" component: node[key] must be an array whose items `parse` (a
-// component parser returning StatusOr<std::unique_ptr<T>>) reads; `what` names an item in errors.
-template <typename T, typename Parse>
-StatusOr<std::vector<std::unique_ptr<T>>> ParseSteps(const JsonNode& node, std::string_view key, std::string_view what,
-                                                     Parse parse) {
+// A "Sequence" component: node[key] must be an array whose items `parse` (a component parser
+// returning StatusOr<std::unique_ptr<T>>) reads into the steps of a new `Sequence` (a T);
+// `what` names an item in errors.
+template <typename Sequence, typename T, typename Parse>
+StatusOr<std::unique_ptr<T>> ParseSequence(const JsonNode& node, std::string_view key, std::string_view what,
+                                           Parse parse) {
   DF11_ASSIGN_OR_RETURN(JsonNode list, node.Get(key));
   if (!list.value().is_array()) return list.Error("expected an array");
   std::vector<std::unique_ptr<T>> steps;
@@ -65,7 +66,7 @@ StatusOr<std::vector<std::unique_ptr<T>>> ParseSteps(const JsonNode& node, std::
     DF11_ASSIGN_OR_RETURN(std::unique_ptr<T> step, parse(child));
     steps.push_back(std::move(step));
   }
-  return steps;
+  return std::unique_ptr<T>(new Sequence(std::move(steps)));
 }
 
 // Parses `text` as JSON; INVALID_ARGUMENT "file: invalid JSON: ..." on failure.
@@ -100,7 +101,8 @@ struct Split {
 // to an Oniguruma regex (a literal is escaped); non-empty literals use plain substring search.
 class Pattern {
  public:
-  static StatusOr<Pattern> Parse(const JsonNode& node);
+  // The "pattern" member of a Split/Replace `component`.
+  static StatusOr<Pattern> Parse(const JsonNode& component);
   static StatusOr<Pattern> FromLiteral(std::string literal);
   static StatusOr<Pattern> FromRegex(const std::string& regex);
   bool is_literal() const { return regex_ == nullptr; }
@@ -115,6 +117,8 @@ class Pattern {
     bool is_match;
   };
   void FindPieces(std::string_view text, std::vector<Piece>& out) const;
+  // `text` with every match replaced by `content` (HF Replace).
+  std::string Replace(std::string_view text, std::string_view content) const;
 
  private:
   std::string literal_;
@@ -142,6 +146,15 @@ class Normalizer {
 };
 // `node` is a normalizer object; a JSON null yields nullptr (no normalizer).
 StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const JsonNode& node);
+
+// Metaspace (pre-tokenizer and decoder): "replacement" (one character) and "prepend_scheme",
+// checked against the legacy add_prefix_space as HF does.
+enum class PrependScheme { kAlways, kFirst, kNever };
+struct MetaspaceOptions {
+  std::string replacement;
+  PrependScheme scheme = PrependScheme::kAlways;
+};
+StatusOr<MetaspaceOptions> ParseMetaspaceOptions(const JsonNode& node);
 
 // ---- Pre-tokenizers: Split, ByteLevel, Metaspace, Digits, Whitespace, WhitespaceSplit,
 // Punctuation, Sequence. ------------------------------------------------------------------------

@@ -158,12 +158,12 @@ class ReplaceDecoder : public Decoder {
   ReplaceDecoder(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void Decode(std::vector<std::string>& tokens, const DecodeContext& context, DecodeState& state) const override {
     if (!state.fused) {
-      for (std::string& token : tokens) token = Replace(token);
+      for (std::string& token : tokens) token = pattern_.Replace(token, content_);
       return;
     }
     if (!pattern_.is_literal()) {
       state.streamable = false;  // a regex match may span windows
-      tokens[0] = Replace(tokens[0]);
+      tokens[0] = pattern_.Replace(tokens[0], content_);
       return;
     }
     std::string_view text = tokens[0];
@@ -183,23 +183,10 @@ class ReplaceDecoder : public Decoder {
         }
       }
     }
-    tokens[0] = Replace(text.substr(0, keep));
+    tokens[0] = pattern_.Replace(text.substr(0, keep), content_);
   }
 
  private:
-  std::string Replace(std::string_view token) const {
-    std::vector<Pattern::Piece> pieces;
-    pattern_.FindPieces(token, pieces);
-    std::string out;
-    for (const Pattern::Piece& p : pieces) {
-      if (p.is_match) {
-        out += content_;
-      } else {
-        out.append(token.substr(p.start, p.end - p.start));
-      }
-    }
-    return out;
-  }
   Pattern pattern_;
   std::string content_;
 };
@@ -249,24 +236,6 @@ StatusOr<char32_t> SingleChar(const JsonNode& node, std::string_view key) {
   return NextCodePoint(s, i);
 }
 
-StatusOr<std::unique_ptr<Decoder>> ParseMetaspaceDecoder(const JsonNode& node) {
-  DF11_ASSIGN_OR_RETURN(char32_t replacement, SingleChar(node, "replacement"));
-  std::string scheme = "always";
-  if (std::optional<JsonNode> s = node.Find("prepend_scheme")) {
-    DF11_ASSIGN_OR_RETURN(scheme, s->AsString());
-    if (scheme != "always" && scheme != "first" && scheme != "never") {
-      return s->Error("expected \"always\", \"first\" or \"never\"");
-    }
-  }
-  DF11_ASSIGN_OR_RETURN(bool add_prefix_space, node.GetBool("add_prefix_space", true));
-  if (!add_prefix_space) {
-    if (scheme != "never") return node.Error("add_prefix_space does not match declared prepend_scheme");
-  }
-  std::string utf8;
-  AppendUtf8(replacement, &utf8);
-  return std::unique_ptr<Decoder>(new MetaspaceDecoder(std::move(utf8), scheme != "never"));
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const JsonNode& node) {
@@ -283,16 +252,16 @@ StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const JsonNode& node) {
     return std::unique_ptr<Decoder>(new StripDecoder(content, static_cast<size_t>(start), static_cast<size_t>(stop)));
   }
   if (type == "Replace") {
-    DF11_ASSIGN_OR_RETURN(JsonNode pattern_node, node.Get("pattern"));
-    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(pattern_node));
+    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(node));
     DF11_ASSIGN_OR_RETURN(std::string content, node.GetString("content"));
     return std::unique_ptr<Decoder>(new ReplaceDecoder(std::move(pattern), std::move(content)));
   }
-  if (type == "Metaspace") return ParseMetaspaceDecoder(node);
-  if (type == "Sequence") {
-    DF11_ASSIGN_OR_RETURN(auto steps, ParseSteps<Decoder>(node, "decoders", "decoder", ParseDecoder));
-    return std::unique_ptr<Decoder>(new SequenceDecoder(std::move(steps)));
+  if (type == "Metaspace") {
+    DF11_ASSIGN_OR_RETURN(MetaspaceOptions options, ParseMetaspaceOptions(node));
+    return std::unique_ptr<Decoder>(
+        new MetaspaceDecoder(std::move(options.replacement), options.scheme != PrependScheme::kNever));
   }
+  if (type == "Sequence") return ParseSequence<SequenceDecoder, Decoder>(node, "decoders", "decoder", ParseDecoder);
   return Unimplemented(node.file() + ": " + node.path() + ": decoder type \"" + type + "\" is not supported");
 }
 

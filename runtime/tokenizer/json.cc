@@ -115,28 +115,10 @@ class TokenizerJsonSax {
     if (!frames_.empty()) frames_.back().key = k;
     return dom_.key(k);
   }
-  bool start_object(size_t n) {
-    if (mode_ != kDom) return Open(/*is_array=*/false);
-    if (AtModelMember("vocab")) return Enter(kVocab);
-    frames_.push_back({true, {}});
-    return dom_.start_object(n);
-  }
-  bool start_array(size_t n) {
-    if (mode_ != kDom) return Open(/*is_array=*/true);
-    if (AtModelMember("merges")) return Enter(kMerges);
-    frames_.push_back({false, {}});
-    return dom_.start_array(n);
-  }
-  bool end_object() {
-    if (mode_ != kDom) return Close();
-    frames_.pop_back();
-    return dom_.end_object();
-  }
-  bool end_array() {
-    if (mode_ != kDom) return Close();
-    frames_.pop_back();
-    return dom_.end_array();
-  }
+  bool start_object(size_t n) { return Start(/*is_array=*/false, n); }
+  bool start_array(size_t n) { return Start(/*is_array=*/true, n); }
+  bool end_object() { return End(/*is_array=*/false); }
+  bool end_array() { return End(/*is_array=*/true); }
   bool parse_error(size_t, const std::string&, const nlohmann::detail::exception& e) {
     parse_error_ = e.what();
     return false;
@@ -149,6 +131,19 @@ class TokenizerJsonSax {
     std::string key;  // the member whose value comes next
   };
 
+  // A container opens: model.vocab (an object) and model.merges (an array) switch to their
+  // tables, anything else goes to the DOM (or, inside a table, to Open).
+  bool Start(bool is_array, size_t n) {
+    if (mode_ != kDom) return Open(is_array);
+    if (AtModelMember(is_array ? "merges" : "vocab")) return Enter(is_array ? kMerges : kVocab);
+    frames_.push_back({!is_array, {}});
+    return is_array ? dom_.start_array(n) : dom_.start_object(n);
+  }
+  bool End(bool is_array) {
+    if (mode_ != kDom) return Close();
+    frames_.pop_back();
+    return is_array ? dom_.end_array() : dom_.end_object();
+  }
   // True when the value about to start is root.model.<member>.
   bool AtModelMember(const char* member) const {
     return frames_.size() == 2 && frames_[0].is_object && frames_[0].key == "model" && frames_[1].is_object &&

@@ -1,5 +1,7 @@
 // Normalizers of the tokenizer: NFC, NFD, Replace, Prepend, Strip, ByteLevel, Sequence (HF
 // `tokenizers` normalizers of the same "type").
+#include <algorithm>
+
 #include "runtime/tokenizer/components.h"
 #include "runtime/tokenizer/unicode.h"
 
@@ -20,20 +22,7 @@ class ReplaceNormalizer : public Normalizer {
  public:
   ReplaceNormalizer(Pattern pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
-  void Normalize(std::string& text) const override {
-    std::vector<Pattern::Piece> pieces;
-    pattern_.FindPieces(text, pieces);
-    std::string out;
-    out.reserve(text.size() + text.size() / 2);
-    for (const Pattern::Piece& p : pieces) {
-      if (p.is_match) {
-        out += content_;
-      } else {
-        out.append(text, p.start, p.end - p.start);
-      }
-    }
-    text = std::move(out);
-  }
+  void Normalize(std::string& text) const override { text = pattern_.Replace(text, content_); }
 
  private:
   Pattern pattern_;
@@ -55,23 +44,8 @@ class StripNormalizer : public Normalizer {
  public:
   StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
   void Normalize(std::string& text) const override {
-    size_t begin = 0, end = text.size();
-    if (left_) {
-      while (begin < end) {
-        size_t next = begin;
-        if (!IsWhiteSpace(NextCodePoint(text, next))) break;
-        begin = next;
-      }
-    }
-    if (right_) {
-      while (end > begin) {
-        size_t start = end - 1;
-        while (start > begin && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
-        size_t i = start;
-        if (!IsWhiteSpace(NextCodePoint(text, i))) break;
-        end = start;
-      }
-    }
+    const size_t begin = left_ ? LeadingSpaceLength(text) : 0;
+    const size_t end = right_ ? std::max(begin, TrailingSpaceStart(text)) : text.size();
     text = text.substr(begin, end - begin);
   }
 
@@ -109,8 +83,7 @@ StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const JsonNode& node) {
   if (type == "NFD") return std::unique_ptr<Normalizer>(new NfdNormalizer);
   if (type == "ByteLevel") return std::unique_ptr<Normalizer>(new ByteLevelNormalizer);
   if (type == "Replace") {
-    DF11_ASSIGN_OR_RETURN(JsonNode pattern_node, node.Get("pattern"));
-    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(pattern_node));
+    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(node));
     DF11_ASSIGN_OR_RETURN(std::string content, node.GetString("content"));
     return std::unique_ptr<Normalizer>(new ReplaceNormalizer(std::move(pattern), std::move(content)));
   }
@@ -124,8 +97,7 @@ StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const JsonNode& node) {
     return std::unique_ptr<Normalizer>(new StripNormalizer(left, right));
   }
   if (type == "Sequence") {
-    DF11_ASSIGN_OR_RETURN(auto steps, ParseSteps<Normalizer>(node, "normalizers", "normalizer", ParseNormalizer));
-    return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(steps)));
+    return ParseSequence<SequenceNormalizer, Normalizer>(node, "normalizers", "normalizer", ParseNormalizer);
   }
   return Unimplemented(node.file() + ": " + node.path() + ": normalizer type \"" + type + "\" is not supported");
 }

@@ -19,7 +19,8 @@ StatusOr<Pattern> Pattern::FromRegex(const std::string& regex) {
   return p;
 }
 
-StatusOr<Pattern> Pattern::Parse(const JsonNode& node) {
+StatusOr<Pattern> Pattern::Parse(const JsonNode& component) {
+  DF11_ASSIGN_OR_RETURN(JsonNode node, component.Get("pattern"));
   if (node.value().is_string()) {  // a bare string is a literal
     return FromLiteral(node.value().get<std::string>());
   }
@@ -62,6 +63,15 @@ void Pattern::FindPieces(std::string_view text, std::vector<Piece>& out) const {
     prev = end;
   }
   if (prev != text.size()) out.push_back({prev, text.size(), false});
+}
+
+std::string Pattern::Replace(std::string_view text, std::string_view content) const {
+  std::vector<Piece> pieces;
+  FindPieces(text, pieces);
+  std::string out;
+  out.reserve(text.size() + text.size() / 2);
+  for (const Piece& p : pieces) out += p.is_match ? content : text.substr(p.start, p.end - p.start);
+  return out;
 }
 
 }  // namespace df11::tokenizer_internal

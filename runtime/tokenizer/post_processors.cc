@@ -120,9 +120,7 @@ StatusOr<std::unique_ptr<PostProcessor>> ParsePostProcessor(const JsonNode& node
   if (type == "ByteLevel") return std::unique_ptr<PostProcessor>(new NoOpProcessor);  // offsets only
   if (type == "RobertaProcessing" || type == "BertProcessing") return ParseClsSep(node);
   if (type == "Sequence") {
-    DF11_ASSIGN_OR_RETURN(auto steps,
-                          ParseSteps<PostProcessor>(node, "processors", "post-processor", ParsePostProcessor));
-    return std::unique_ptr<PostProcessor>(new SequenceProcessor(std::move(steps)));
+    return ParseSequence<SequenceProcessor, PostProcessor>(node, "processors", "post-processor", ParsePostProcessor);
   }
   return Unimplemented(node.file() + ": " + node.path() + ": post-processor type \"" + type + "\" is not supported");
 }

@@ -119,8 +119,6 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   std::optional<Pattern> regex_;  // GPT-2 regex when use_regex
 };
 
-enum class PrependScheme { kAlways, kFirst, kNever };
-
 class MetaspacePreTokenizer : public PreTokenizer {
  public:
   MetaspacePreTokenizer(std::string replacement, PrependScheme scheme, bool split, Pattern pattern)
@@ -192,32 +190,11 @@ class SequencePreTokenizer : public PreTokenizer {
 };
 
 StatusOr<std::unique_ptr<PreTokenizer>> ParseMetaspace(const JsonNode& node) {
-  DF11_ASSIGN_OR_RETURN(std::string replacement, node.GetString("replacement"));
-  if (CountCodePoints(replacement) != 1) return node.Error("replacement: expected one character");
-  PrependScheme scheme = PrependScheme::kAlways;
-  if (std::optional<JsonNode> s = node.Find("prepend_scheme")) {
-    DF11_ASSIGN_OR_RETURN(std::string name, s->AsString());
-    if (name == "always") {
-      scheme = PrependScheme::kAlways;
-    } else if (name == "first") {
-      scheme = PrependScheme::kFirst;
-    } else if (name == "never") {
-      scheme = PrependScheme::kNever;
-    } else {
-      return s->Error("expected \"always\", \"first\" or \"never\"");
-    }
-  }
-  DF11_ASSIGN_OR_RETURN(bool add_prefix_space, node.GetBool("add_prefix_space", true));
-  if (!add_prefix_space) {
-    if (scheme != PrependScheme::kNever) {  // HF: prepend_scheme defaults to "always" here
-      return node.Error("add_prefix_space does not match declared prepend_scheme");
-    }
-    scheme = PrependScheme::kNever;
-  }
+  DF11_ASSIGN_OR_RETURN(MetaspaceOptions options, ParseMetaspaceOptions(node));
   DF11_ASSIGN_OR_RETURN(bool split, node.GetBool("split", true));
-  DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::FromLiteral(replacement));
+  DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::FromLiteral(options.replacement));
   return std::unique_ptr<PreTokenizer>(
-      new MetaspacePreTokenizer(std::move(replacement), scheme, split, std::move(pattern)));
+      new MetaspacePreTokenizer(std::move(options.replacement), options.scheme, split, std::move(pattern)));
 }
 
 StatusOr<std::unique_ptr<PreTokenizer>> FromRegex(const std::string& regex, SplitBehavior behavior, bool invert) {
@@ -240,6 +217,28 @@ bool IsPunctuation(char32_t cp) {
 const std::string& ByteLevelChar(uint8_t byte) { return Alphabet().chars[byte]; }
 
 int ByteLevelByte(char32_t cp) { return cp < 512 ? Alphabet().bytes[cp] : -1; }
+
+StatusOr<MetaspaceOptions> ParseMetaspaceOptions(const JsonNode& node) {
+  MetaspaceOptions options;
+  DF11_ASSIGN_OR_RETURN(options.replacement, node.GetString("replacement"));
+  if (CountCodePoints(options.replacement) != 1) return node.Error("replacement: expected one character");
+  if (std::optional<JsonNode> s = node.Find("prepend_scheme")) {
+    DF11_ASSIGN_OR_RETURN(std::string name, s->AsString());
+    if (name == "first") {
+      options.scheme = PrependScheme::kFirst;
+    } else if (name == "never") {
+      options.scheme = PrependScheme::kNever;
+    } else if (name != "always") {
+      return s->Error("expected \"always\", \"first\" or \"never\"");
+    }
+  }
+  DF11_ASSIGN_OR_RETURN(bool add_prefix_space, node.GetBool("add_prefix_space", true));
+  // HF: prepend_scheme defaults to "always" here, so add_prefix_space=false needs "never".
+  if (!add_prefix_space && options.scheme != PrependScheme::kNever) {
+    return node.Error("add_prefix_space does not match declared prepend_scheme");
+  }
+  return options;
+}
 
 StatusOr<SplitBehavior> ParseSplitBehavior(const JsonNode& node) {
   DF11_ASSIGN_OR_RETURN(std::string name, node.AsString());
@@ -309,8 +308,7 @@ StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const JsonNode& node) 
   if (node.is_null()) return std::unique_ptr<PreTokenizer>();
   DF11_ASSIGN_OR_RETURN(std::string type, node.Type());
   if (type == "Split") {
-    DF11_ASSIGN_OR_RETURN(JsonNode pattern_node, node.Get("pattern"));
-    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(pattern_node));
+    DF11_ASSIGN_OR_RETURN(Pattern pattern, Pattern::Parse(node));
     DF11_ASSIGN_OR_RETURN(JsonNode behavior_node, node.Get("behavior"));
     DF11_ASSIGN_OR_RETURN(SplitBehavior behavior, ParseSplitBehavior(behavior_node));
     DF11_ASSIGN_OR_RETURN(bool invert, node.GetBool("invert", false));
@@ -341,9 +339,7 @@ StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const JsonNode& node) 
     return MakeCharClass(IsPunctuation, behavior);
   }
   if (type == "Sequence") {
-    DF11_ASSIGN_OR_RETURN(auto steps,
-                          ParseSteps<PreTokenizer>(node, "pretokenizers", "pre-tokenizer", ParsePreTokenizer));
-    return std::unique_ptr<PreTokenizer>(new SequencePreTokenizer(std::move(steps)));
+    return ParseSequence<SequencePreTokenizer, PreTokenizer>(node, "pretokenizers", "pre-tokenizer", ParsePreTokenizer);
   }
   return Unimplemented(node.file() + ": " + node.path() + ": pre-tokenizer type \"" + type + "\" is not supported");
 }

@@ -3,20 +3,11 @@
 
 #include <oniguruma.h>
 
-#include <mutex>
-
+#include "runtime/format/onig_init.h"
 #include "runtime/tokenizer/unicode.h"
 
 namespace df11::tokenizer_internal {
 namespace {
-
-void InitializeOniguruma() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    OnigEncoding encodings[] = {ONIG_ENCODING_UTF8};
-    onig_initialize(encodings, 1);
-  });
-}
 
 // One match region per thread, reused across searches.
 struct RegionHolder {
@@ -31,7 +22,7 @@ OnigRegion* ThreadRegion() {
 }  // namespace
 
 StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern) {
-  InitializeOniguruma();
+  EnsureOnigInitialized();
   OnigRegex regex = nullptr;
   OnigErrorInfo info;
   const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
@@ -79,39 +70,6 @@ bool Regex::Search(std::string_view text) const {
   const auto* end = begin + text.size();
   onig_region_clear(region);
   return onig_search(regex, begin, end, begin, end, region, ONIG_OPTION_NONE) >= 0;
-}
-
-std::string Regex::Escape(std::string_view literal) {
-  std::string out;
-  out.reserve(literal.size() * 2);
-  for (char c : literal) {
-    switch (c) {
-      case '\\':
-      case '.':
-      case '+':
-      case '*':
-      case '?':
-      case '(':
-      case ')':
-      case '|':
-      case '[':
-      case ']':
-      case '{':
-      case '}':
-      case '^':
-      case '$':
-      case '#':
-      case '&':
-      case '-':
-      case '~':
-        out.push_back('\\');
-        break;
-      default:
-        break;
-    }
-    out.push_back(c);
-  }
-  return out;
 }
 
 }  // namespace df11::tokenizer_internal

@@ -28,9 +28,6 @@ class Regex {
   // True if the regex matches somewhere in `text`.
   bool Search(std::string_view text) const;
 
-  // Escapes the characters Rust regex::escape escapes, so the result matches `literal`.
-  static std::string Escape(std::string_view literal);
-
  private:
   explicit Regex(void* regex) : regex_(regex) {}
   void* regex_;  // OnigRegex

@@ -192,6 +192,28 @@ bool IsWhiteSpace(char32_t cp) {
          cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
+size_t LeadingSpaceLength(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t next = i;
+    if (!IsWhiteSpace(NextCodePoint(s, next))) break;
+    i = next;
+  }
+  return i;
+}
+
+size_t TrailingSpaceStart(std::string_view s) {
+  size_t end = s.size();
+  while (end > 0) {
+    size_t start = end - 1;
+    while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+    size_t i = start;
+    if (!IsWhiteSpace(NextCodePoint(s, i))) break;
+    end = start;
+  }
+  return end;
+}
+
 std::string NormalizeNfd(std::string_view s) { return NormalizeStretches(s, /*nfd=*/true, NfdStretch); }
 
 std::string NormalizeNfc(std::string_view s) { return NormalizeStretches(s, /*nfd=*/false, NfcStretch); }

@@ -13,6 +13,10 @@ namespace df11::tokenizer_internal {
 
 // Unicode White_Space (Rust char::is_whitespace, regex \s).
 bool IsWhiteSpace(char32_t cp);
+// Byte length of the leading White_Space of valid UTF-8 `s`.
+size_t LeadingSpaceLength(std::string_view s);
+// Byte offset where the trailing White_Space of valid UTF-8 `s` starts (s.size() if none).
+size_t TrailingSpaceStart(std::string_view s);
 
 // Canonical normalization of valid UTF-8.
 std::string NormalizeNfc(std::string_view s);

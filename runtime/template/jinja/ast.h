@@ -65,6 +65,17 @@ struct Expr {
   bool const_fold = false;
 };
 
+// Calls fn(Expr*) on each sub-expression of `e`: kids, then call arguments (null ones too).
+template <typename Fn>
+void ForEachChild(const Expr& e, Fn fn) {
+  for (const auto& k : e.kids) fn(k.get());
+  if (!e.args) return;
+  for (const auto& a : e.args->positional) fn(a.get());
+  for (const auto& [name, a] : e.args->keyword) fn(a.get());
+  fn(e.args->star.get());
+  fn(e.args->star_star.get());
+}
+
 struct MacroDef {
   std::string name;
   std::vector<std::string> params;

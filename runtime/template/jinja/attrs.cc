@@ -207,12 +207,7 @@ StatusOr<Value> IsAlpha(Interpreter&, const Value& s, CallArgs& a) { return Char
 StatusOr<Value> IsAlnum(Interpreter&, const Value& s, CallArgs& a) { return CharClass(s, a, "str.isalnum", AlnumClass); }
 StatusOr<Value> CasePredicate(const Value& self, CallArgs& a, bool upper) {
   DF11_RETURN_IF_ERROR(BindArgs(upper ? "str.isupper" : "str.islower", a, {}).status());
-  bool cased = false;
-  for (char32_t c : pystr::Decode(self.str())) {
-    if (upper ? pystr::IsLowerChar(c) : pystr::IsUpperChar(c)) return Value(false);
-    cased |= upper ? pystr::IsUpperChar(c) : pystr::IsLowerChar(c);
-  }
-  return Value(cased);
+  return Value(pystr::IsAllCase(self.str(), upper));
 }
 StatusOr<Value> IsUpper(Interpreter&, const Value& s, CallArgs& a) { return CasePredicate(s, a, true); }
 StatusOr<Value> IsLower(Interpreter&, const Value& s, CallArgs& a) { return CasePredicate(s, a, false); }
@@ -493,20 +488,11 @@ StatusOr<Value> GetItem(Interpreter&, const Value& obj, const Value& key) {
   if (obj.is_dict() && IsHashable(key)) {
     if (const Value* v = obj.dict().Find(key)) return *v;
   } else if ((obj.is_sequence() || obj.is_string() || obj.is_range()) && key.is_integral()) {
-    int64_t i = key.as_int();
-    if (obj.is_string()) {
-      std::u32string u = pystr::Decode(obj.str());
-      int64_t n = static_cast<int64_t>(u.size());
-      if (i < 0) i += n;
-      if (i >= 0 && i < n) return Value(pystr::Encode(u.substr(i, 1)));
-    } else {
-      int64_t n = static_cast<int64_t>(obj.items().size());
-      if (i < 0) i += n;
-      if (i >= 0 && i < n) return obj.items()[i];
-    }
-    std::string hint;
-    if (!AppendRepr(key, &hint).ok()) hint = key.TypeName();
-    return Value::Undefined("'" + ObjectRepr(obj) + "' has no element " + hint);
+    // Python indexing (a negative index counts from the end); out of range: "no element" below.
+    const std::u32string chars = obj.is_string() ? pystr::Decode(obj.str()) : std::u32string();
+    const int64_t n = static_cast<int64_t>(obj.is_string() ? chars.size() : obj.items().size());
+    const int64_t i = key.as_int() < 0 ? key.as_int() + n : key.as_int();
+    if (i >= 0 && i < n) return obj.is_string() ? Value(pystr::Encode(chars.substr(i, 1))) : obj.items()[i];
   }
   if (key.is_string()) {
     DF11_ASSIGN_OR_RETURN(std::optional<Value> attr, Attribute(obj, key.str()));

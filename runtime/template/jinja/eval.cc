@@ -96,7 +96,9 @@ StatusOr<Value> IntPow(int64_t base, int64_t exp) {
   return Value(result);
 }
 
-StatusOr<Value> Arith(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
+}  // namespace
+
+StatusOr<Value> BinaryOp(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
   if (op == "%" && a.is_string()) {
     // str.__mod__ accepts any right operand, undefined included (it is printed as "").
     DF11_ASSIGN_OR_RETURN(std::string s, PercentFormat(in, a.str(), b));
@@ -152,6 +154,8 @@ StatusOr<Value> Arith(Interpreter& in, const std::string& op, const Value& a, co
   return Internal("unknown operator " + op);
 }
 
+namespace {
+
 // Python `needle in container`.
 StatusOr<bool> Contains(Interpreter& in, const Value& container, const Value& needle) {
   switch (container.kind()) {
@@ -183,7 +187,9 @@ StatusOr<bool> Contains(Interpreter& in, const Value& container, const Value& ne
   }
 }
 
-StatusOr<bool> CompareOp(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
+}  // namespace
+
+StatusOr<bool> CompareValues(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
   if (op == "==") return Equals(a, b);
   if (op == "!=") return !Equals(a, b);
   if (op == "in") return Contains(in, b, a);
@@ -201,6 +207,8 @@ StatusOr<bool> CompareOp(Interpreter& in, const std::string& op, const Value& a,
   if (op == ">") return *c > 0;
   return *c >= 0;
 }
+
+namespace {
 
 StatusOr<Value> EvalSlice(Interpreter& in, const Value& obj, const Expr& slice) {
   std::optional<int64_t> bounds[3];
@@ -224,35 +232,33 @@ StatusOr<Value> EvalSlice(Interpreter& in, const Value& obj, const Expr& slice) 
     std::vector<int64_t> idx;
     pystr::SliceIndices(static_cast<int64_t>(obj.items().size()), bounds[0], bounds[1], bounds[2], &idx);
     std::vector<Value> items;
+    items.reserve(idx.size());
     for (int64_t i : idx) items.push_back(obj.items()[i]);
     return Value::MakeRange(start + b * step, start + e * step, step * st, std::move(items));
   }
   if (!obj.is_string() && !obj.is_sequence()) return TypeError(std::string("'") + obj.TypeName() + "' object is not subscriptable");
   if (!valid) return TypeError("slice indices must be integers or None or have an __index__ method");
+  // A string slices by code point (by byte when it is ASCII), a list or tuple by item.
+  const bool ascii = obj.is_string() && pystr::IsAscii(obj.str());
+  const std::u32string u = obj.is_string() && !ascii ? pystr::Decode(obj.str()) : std::u32string();
+  const size_t length = !obj.is_string() ? obj.items().size() : ascii ? obj.str().size() : u.size();
   std::vector<int64_t> idx;
+  if (!pystr::SliceIndices(static_cast<int64_t>(length), bounds[0], bounds[1], bounds[2], &idx)) {
+    return InvalidArgument("ValueError: slice step cannot be zero");
+  }
+  if (ascii) {
+    std::string out;
+    for (int64_t i : idx) out.push_back(obj.str()[i]);
+    return Value(std::move(out));
+  }
   if (obj.is_string()) {
-    if (pystr::IsAscii(obj.str())) {
-      if (!pystr::SliceIndices(static_cast<int64_t>(obj.str().size()), bounds[0], bounds[1], bounds[2], &idx)) {
-        return InvalidArgument("ValueError: slice step cannot be zero");
-      }
-      std::string out;
-      for (int64_t i : idx) out.push_back(obj.str()[i]);
-      return Value(std::move(out));
-    }
-    std::u32string u = pystr::Decode(obj.str()), out;
-    if (!pystr::SliceIndices(static_cast<int64_t>(u.size()), bounds[0], bounds[1], bounds[2], &idx)) {
-      return InvalidArgument("ValueError: slice step cannot be zero");
-    }
+    std::u32string out;
     for (int64_t i : idx) out.push_back(u[i]);
     return Value(pystr::Encode(out));
   }
-  const auto& items = obj.items();
-  if (!pystr::SliceIndices(static_cast<int64_t>(items.size()), bounds[0], bounds[1], bounds[2], &idx)) {
-    return InvalidArgument("ValueError: slice step cannot be zero");
-  }
   std::vector<Value> out;
   out.reserve(idx.size());
-  for (int64_t i : idx) out.push_back(items[i]);
+  for (int64_t i : idx) out.push_back(obj.items()[i]);
   return obj.is_tuple() ? Value::Tuple(std::move(out)) : Value::List(std::move(out));
 }
 
@@ -316,7 +322,7 @@ StatusOr<Value> EvalCompare(Interpreter& in, const Expr& e) {
   DF11_ASSIGN_OR_RETURN(Value left, in.Eval(*e.kids[0]));
   for (size_t i = 0; i < e.ops.size(); ++i) {
     DF11_ASSIGN_OR_RETURN(Value right, in.Eval(*e.kids[i + 1]));
-    DF11_ASSIGN_OR_RETURN(bool ok, CompareOp(in, e.ops[i], left, right));
+    DF11_ASSIGN_OR_RETURN(bool ok, CompareValues(in, e.ops[i], left, right));
     if (!ok) return Value(false);
     left = std::move(right);
   }
@@ -324,14 +330,6 @@ StatusOr<Value> EvalCompare(Interpreter& in, const Expr& e) {
 }
 
 }  // namespace
-
-StatusOr<Value> BinaryOp(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
-  return Arith(in, op, a, b);
-}
-
-StatusOr<bool> CompareValues(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
-  return CompareOp(in, op, a, b);
-}
 
 StatusOr<CallArgs> EvalArgs(Interpreter& in, const ArgList* list) {
   CallArgs args;
@@ -459,7 +457,7 @@ StatusOr<Value> Interpreter::EvalImpl(const Expr& e) {
     case Expr::Kind::kBinary: {
       DF11_ASSIGN_OR_RETURN(Value a, Eval(*e.kids[0]));
       DF11_ASSIGN_OR_RETURN(Value b, Eval(*e.kids[1]));
-      return Arith(in, e.attr, a, b);
+      return BinaryOp(in, e.attr, a, b);
     }
     case Expr::Kind::kAnd:
     case Expr::Kind::kOr: {

@@ -17,14 +17,14 @@ class Parser : public ParserBase {
 
   StatusOr<Body> ParseAll() {
     Body body;
-    std::string end;
-    DF11_RETURN_IF_ERROR(Subparse(&body, {}, &end));
+    DF11_RETURN_IF_ERROR(Subparse(&body, {}, nullptr));
     return body;
   }
 
  private:
   // ---- statements ----
-  // Parses until EOF (end_tags empty) or a `{% <end tag>` (the tag name is left current).
+  // Parses until EOF (end_tags empty) or a `{% <end tag>` (the tag name is left current), whose
+  // name goes to *which unless `which` is null.
   Status Subparse(Body* body, std::initializer_list<const char*> end_tags, std::string* which) {
     DepthGuard guard(&depth_);
     DF11_RETURN_IF_ERROR(CheckDepth());
@@ -51,7 +51,7 @@ class Parser : public ParserBase {
         if (Cur().type == TT::kName) {
           for (const char* end : end_tags) {
             if (Cur().value == end) {
-              *which = end;
+              if (which) *which = end;
               return Status::Ok();
             }
           }
@@ -64,8 +64,8 @@ class Parser : public ParserBase {
     }
   }
 
-  // Parses a body ended by one of `end_tags`; consumes the end tag name (and, for
-  // drop_block_end, its `%}`).
+  // Parses a body ended by one of `end_tags` (named in *which, see Subparse); consumes the end
+  // tag name (and, for expect_block_end_after, its `%}`).
   Status ParseStatements(Body* body, std::initializer_list<const char*> end_tags, std::string* which,
                          bool expect_block_end_after) {
     DF11_RETURN_IF_ERROR(Expect(TT::kBlockEnd));
@@ -113,11 +113,7 @@ class Parser : public ParserBase {
       std::string which;
       DF11_RETURN_IF_ERROR(ParseStatements(&s->bodies.back(), {"elif", "else", "endif"}, &which, false));
       if (which == "elif") continue;
-      if (which == "else") {
-        DF11_RETURN_IF_ERROR(ParseStatements(&s->else_body, {"endif"}, &which, true));
-      } else {
-        DF11_RETURN_IF_ERROR(Expect(TT::kBlockEnd));
-      }
+      DF11_RETURN_IF_ERROR(ParseElse(s.get(), which, "endif"));
       return s;
     }
   }
@@ -142,12 +138,15 @@ class Parser : public ParserBase {
     Status st = ParseStatements(&s->bodies.back(), {"endfor", "else"}, &which, false);
     --loop_depth_;
     DF11_RETURN_IF_ERROR(st);
-    if (which == "else") {
-      DF11_RETURN_IF_ERROR(ParseStatements(&s->else_body, {"endfor"}, &which, true));
-    } else {
-      DF11_RETURN_IF_ERROR(Expect(TT::kBlockEnd));
-    }
+    DF11_RETURN_IF_ERROR(ParseElse(s.get(), which, "endfor"));
     return s;
+  }
+
+  // After a body ended by tag `which`: the else body up to `end_tag` if `which` is "else",
+  // else the `%}` of the end tag.
+  Status ParseElse(Stmt* s, const std::string& which, const char* end_tag) {
+    if (which != "else") return Expect(TT::kBlockEnd);
+    return ParseStatements(&s->else_body, {end_tag}, nullptr, true);
   }
 
   StatusOr<StmtPtr> ParseSet() {
@@ -176,8 +175,7 @@ class Parser : public ParserBase {
     s->exprs.push_back(std::move(target));
     s->exprs.push_back(std::move(filter));
     s->bodies.emplace_back();
-    std::string which;
-    DF11_RETURN_IF_ERROR(ParseStatements(&s->bodies.back(), {"endset"}, &which, true));
+    DF11_RETURN_IF_ERROR(ParseStatements(&s->bodies.back(), {"endset"}, nullptr, true));
     return s;
   }
 
@@ -210,10 +208,9 @@ class Parser : public ParserBase {
   }
 
   Status ParseMacroBody(MacroDef* m, const char* end_tag) {
-    std::string which;
     int saved_loops = loop_depth_;
     loop_depth_ = 0;
-    Status st = ParseStatements(&m->body, {end_tag}, &which, true);
+    Status st = ParseStatements(&m->body, {end_tag}, nullptr, true);
     loop_depth_ = saved_loops;
     DF11_RETURN_IF_ERROR(st);
     ScanNames(m->body, m);
@@ -228,13 +225,7 @@ class Parser : public ParserBase {
       m->uses_kwargs |= e->name == "kwargs";
       m->uses_caller |= e->name == "caller";
     }
-    for (const auto& k : e->kids) ScanExpr(k.get(), m);
-    if (e->args) {
-      for (const auto& a : e->args->positional) ScanExpr(a.get(), m);
-      for (const auto& [k, a] : e->args->keyword) ScanExpr(a.get(), m);
-      ScanExpr(e->args->star.get(), m);
-      ScanExpr(e->args->star_star.get(), m);
-    }
+    ForEachChild(*e, [m](const Expr* k) { ScanExpr(k, m); });
   }
   static void ScanNames(const Body& body, MacroDef* m) {
     for (const auto& s : body) {
@@ -265,8 +256,7 @@ class Parser : public ParserBase {
     DF11_ASSIGN_OR_RETURN(ExprPtr filter, ParseFilter(nullptr, true));
     s->exprs.push_back(std::move(filter));
     s->bodies.emplace_back();
-    std::string which;
-    DF11_RETURN_IF_ERROR(ParseStatements(&s->bodies.back(), {"endfilter"}, &which, true));
+    DF11_RETURN_IF_ERROR(ParseStatements(&s->bodies.back(), {"endfilter"}, nullptr, true));
     return s;
   }
 
@@ -284,8 +274,7 @@ class Parser : public ParserBase {
       s->exprs.push_back(std::move(value));
     }
     s->bodies.emplace_back();
-    std::string which;
-    DF11_RETURN_IF_ERROR(ParseStatements(&s->bodies.back(), {"endwith"}, &which, true));
+    DF11_RETURN_IF_ERROR(ParseStatements(&s->bodies.back(), {"endwith"}, nullptr, true));
     return s;
   }
 
@@ -317,8 +306,7 @@ class Parser : public ParserBase {
     auto s = MakeStmt(Stmt::Kind::kGeneration, Cur());
     Advance();
     s->bodies.emplace_back();
-    std::string which;
-    DF11_RETURN_IF_ERROR(ParseStatements(&s->bodies.back(), {"endgeneration"}, &which, true));
+    DF11_RETURN_IF_ERROR(ParseStatements(&s->bodies.back(), {"endgeneration"}, nullptr, true));
     return s;
   }
 

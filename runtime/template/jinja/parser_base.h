@@ -3,6 +3,7 @@
 // the Parser in parser.cc, which derives from this class.
 #pragma once
 
+#include <cstdlib>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -72,8 +73,23 @@ class ParserBase {
     n->col = at.col;
     return n;
   }
-  static ExprPtr Node(Expr::Kind kind, const Token& at) { return Make<Expr>(kind, at); }
   static StmtPtr MakeStmt(Stmt::Kind kind, const Token& at) { return Make<Stmt>(kind, at); }
+  // A new Expr with `kids` (in order).
+  template <typename... Kids>
+  static ExprPtr Node(Expr::Kind kind, const Token& at, Kids... kids) {
+    ExprPtr n = Make<Expr>(kind, at);
+    (n->kids.push_back(std::move(kids)), ...);
+    return n;
+  }
+  static ExprPtr Literal(const Token& at, Value v) {
+    ExprPtr n = Node(Expr::Kind::kLiteral, at);
+    n->literal = std::move(v);
+    return n;
+  }
+  // An integer token (the lexer checked that it fits int64) as a literal.
+  static ExprPtr IntegerLiteral(const Token& at) {
+    return Literal(at, Value(static_cast<int64_t>(std::strtoll(at.value.c_str(), nullptr, 10))));
+  }
 
   struct DepthGuard {
     explicit DepthGuard(int* d) : d_(d) { ++*d_; }

@@ -73,11 +73,7 @@ StatusOr<ExprPtr> ParserBase::ParseExpression(bool with_condexpr) {
     if (SkipName("else")) {
       DF11_ASSIGN_OR_RETURN(else_expr, ParseExpression(true));
     }
-    auto cond = Node(Expr::Kind::kCondExpr, at);
-    cond->kids.push_back(std::move(expr1));
-    cond->kids.push_back(std::move(test));
-    cond->kids.push_back(std::move(else_expr));
-    expr1 = std::move(cond);
+    expr1 = Node(Expr::Kind::kCondExpr, at, std::move(expr1), std::move(test), std::move(else_expr));
   }
   return expr1;
 }
@@ -86,12 +82,10 @@ StatusOr<ExprPtr> ParserBase::ParseExpression(bool with_condexpr) {
 StatusOr<ExprPtr> ParserBase::ParseChain(const char* word, Expr::Kind kind, StatusOr<ExprPtr> (ParserBase::*next)()) {
   DF11_ASSIGN_OR_RETURN(ExprPtr left, (this->*next)());
   while (IsName(word)) {
-    auto n = Node(kind, Cur());
+    const Token at = Cur();
     Advance();
     DF11_ASSIGN_OR_RETURN(ExprPtr right, (this->*next)());
-    n->kids.push_back(std::move(left));
-    n->kids.push_back(std::move(right));
-    left = std::move(n);
+    left = Node(kind, at, std::move(left), std::move(right));
   }
   return left;
 }
@@ -103,11 +97,10 @@ StatusOr<ExprPtr> ParserBase::ParseNot() {
   if (IsName("not")) {
     DepthGuard guard(&depth_);
     DF11_RETURN_IF_ERROR(CheckDepth());
-    auto n = Node(Expr::Kind::kNot, Cur());
+    const Token at = Cur();
     Advance();
     DF11_ASSIGN_OR_RETURN(ExprPtr operand, ParseNot());
-    n->kids.push_back(std::move(operand));
-    return n;
+    return Node(Expr::Kind::kNot, at, std::move(operand));
   }
   return ParseCompare();
 }
@@ -133,10 +126,7 @@ StatusOr<ExprPtr> ParserBase::ParseCompare() {
     } else {
       break;
     }
-    if (!cmp) {
-      cmp = Node(Expr::Kind::kCompare, start);
-      cmp->kids.push_back(std::move(expr));
-    }
+    if (!cmp) cmp = Node(Expr::Kind::kCompare, start, std::move(expr));
     DF11_ASSIGN_OR_RETURN(ExprPtr rhs, ParseMath1());
     cmp->ops.push_back(op);
     cmp->kids.push_back(std::move(rhs));
@@ -145,10 +135,8 @@ StatusOr<ExprPtr> ParserBase::ParseCompare() {
 }
 
 StatusOr<ExprPtr> ParserBase::Binary(ExprPtr left, const Token& at, std::string op, ExprPtr right) {
-  auto n = Node(Expr::Kind::kBinary, at);
+  auto n = Node(Expr::Kind::kBinary, at, std::move(left), std::move(right));
   n->attr = std::move(op);
-  n->kids.push_back(std::move(left));
-  n->kids.push_back(std::move(right));
   return n;
 }
 
@@ -172,8 +160,7 @@ StatusOr<ExprPtr> ParserBase::ParseConcat() {
   const Token start = Cur();
   DF11_ASSIGN_OR_RETURN(ExprPtr first, ParseMath2());
   if (!IsOp("~")) return first;
-  auto n = Node(Expr::Kind::kConcat, start);
-  n->kids.push_back(std::move(first));
+  auto n = Node(Expr::Kind::kConcat, start, std::move(first));
   while (SkipOp("~")) {
     DF11_ASSIGN_OR_RETURN(ExprPtr next, ParseMath2());
     n->kids.push_back(std::move(next));
@@ -221,15 +208,9 @@ StatusOr<ExprPtr> ParserBase::ParsePrimary() {
   if (tok.type == TT::kName) {
     Advance();
     if (tok.value == "true" || tok.value == "True" || tok.value == "false" || tok.value == "False") {
-      auto n = Node(Expr::Kind::kLiteral, tok);
-      n->literal = Value(tok.value == "true" || tok.value == "True");
-      return n;
+      return Literal(tok, Value(tok.value == "true" || tok.value == "True"));
     }
-    if (tok.value == "none" || tok.value == "None") {
-      auto n = Node(Expr::Kind::kLiteral, tok);
-      n->literal = Value::None();
-      return n;
-    }
+    if (tok.value == "none" || tok.value == "None") return Literal(tok, Value::None());
     auto n = Node(Expr::Kind::kName, tok);
     n->name = tok.value;
     return n;
@@ -240,19 +221,12 @@ StatusOr<ExprPtr> ParserBase::ParsePrimary() {
       s += Cur().value;
       Advance();
     }
-    auto n = Node(Expr::Kind::kLiteral, tok);
-    n->literal = Value(std::move(s));
-    return n;
+    return Literal(tok, Value(std::move(s)));
   }
   if (tok.type == TT::kInteger || tok.type == TT::kFloat) {
     Advance();
-    auto n = Node(Expr::Kind::kLiteral, tok);
-    if (tok.type == TT::kInteger) {
-      n->literal = Value(static_cast<int64_t>(std::strtoll(tok.value.c_str(), nullptr, 10)));
-    } else {
-      n->literal = Value(std::strtod(tok.value.c_str(), nullptr));
-    }
-    return n;
+    if (tok.type == TT::kInteger) return IntegerLiteral(tok);
+    return Literal(tok, Value(std::strtod(tok.value.c_str(), nullptr)));
   }
   if (tok.type == TT::kOperator && tok.value == "(") {
     Advance();
@@ -327,21 +301,14 @@ StatusOr<ExprPtr> ParserBase::ParseSubscript(ExprPtr node) {
     const Token attr = Cur();
     Advance();
     if (attr.type == TT::kName) {
-      auto n = Node(Expr::Kind::kGetAttr, tok);
+      auto n = Node(Expr::Kind::kGetAttr, tok, std::move(node));
       n->name = attr.value;
-      n->kids.push_back(std::move(node));
       return n;
     }
     if (attr.type != TT::kInteger) return Fail(attr, "expected name or number");
-    auto n = Node(Expr::Kind::kGetItem, tok);
-    auto idx = Node(Expr::Kind::kLiteral, attr);
-    idx->literal = Value(static_cast<int64_t>(std::strtoll(attr.value.c_str(), nullptr, 10)));
-    n->kids.push_back(std::move(node));
-    n->kids.push_back(std::move(idx));
-    return n;
+    return Node(Expr::Kind::kGetItem, tok, std::move(node), IntegerLiteral(attr));
   }
-  auto n = Node(Expr::Kind::kGetItem, tok);
-  n->kids.push_back(std::move(node));
+  auto n = Node(Expr::Kind::kGetItem, tok, std::move(node));
   auto tuple = Node(Expr::Kind::kTuple, tok);
   while (!IsOp("]")) {
     if (!tuple->kids.empty()) DF11_RETURN_IF_ERROR(ExpectOp(","));
@@ -428,9 +395,8 @@ StatusOr<std::unique_ptr<ArgList>> ParserBase::ParseCallArgs() {
 }
 
 StatusOr<ExprPtr> ParserBase::ParseCall(ExprPtr callee) {
-  auto n = Node(Expr::Kind::kCall, Cur());
+  auto n = Node(Expr::Kind::kCall, Cur(), std::move(callee));
   DF11_ASSIGN_OR_RETURN(n->args, ParseCallArgs());
-  n->kids.push_back(std::move(callee));
   return n;
 }
 
@@ -451,12 +417,11 @@ StatusOr<ExprPtr> ParserBase::ParseFilter(ExprPtr node, bool start_inline) {
     const Token at = Cur();
     DF11_ASSIGN_OR_RETURN(std::string name, DottedName());
     DF11_RETURN_IF_ERROR(CheckFilterName(name, at));
-    auto n = Node(Expr::Kind::kFilter, at);
+    auto n = Node(Expr::Kind::kFilter, at, std::move(node));
     n->name = name;
     if (IsOp("(")) {
       DF11_ASSIGN_OR_RETURN(n->args, ParseCallArgs());
     }
-    n->kids.push_back(std::move(node));
     node = std::move(n);
   }
   return node;
@@ -468,7 +433,7 @@ StatusOr<ExprPtr> ParserBase::ParseTest(ExprPtr node) {
   const Token at = Cur();
   DF11_ASSIGN_OR_RETURN(std::string name, DottedName());
   DF11_RETURN_IF_ERROR(CheckTestName(name, at));
-  auto n = Node(Expr::Kind::kTest, at);
+  auto n = Node(Expr::Kind::kTest, at, std::move(node));
   n->name = name;
   n->negated = negated;
   const Token& c = Cur();
@@ -483,7 +448,6 @@ StatusOr<ExprPtr> ParserBase::ParseTest(ExprPtr node) {
     n->args = std::make_unique<ArgList>();
     n->args->positional.push_back(std::move(arg));
   }
-  n->kids.push_back(std::move(node));
   return n;
 }
 

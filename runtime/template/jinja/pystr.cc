@@ -51,7 +51,7 @@ const char32_t* SpecialUpper(char32_t c) {
     case 0xFB02: return U"FL";
     case 0xFB03: return U"FFI";
     case 0xFB04: return U"FFL";
-    case 0xFB05: return U"ST";
+    case 0xFB05:
     case 0xFB06: return U"ST";
     default: return nullptr;
   }
@@ -199,6 +199,15 @@ bool IsLowerChar(char32_t c) {
   if (IsTitleCaseChar(c)) return false;
   locale_t loc = Utf8Locale();
   return loc && iswlower_l(static_cast<wint_t>(c), loc);
+}
+
+bool IsAllCase(std::string_view s, bool upper) {
+  bool cased = false;
+  for (char32_t c : Decode(s)) {
+    if (upper ? IsLowerChar(c) : IsUpperChar(c)) return false;
+    cased |= upper ? IsUpperChar(c) : IsLowerChar(c);
+  }
+  return cased;
 }
 
 std::string Strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {

@@ -53,6 +53,8 @@ std::string Capitalize(std::string_view s, bool* ok);
 std::string JinjaTitle(std::string_view s, bool* ok);
 bool IsUpperChar(char32_t c);
 bool IsLowerChar(char32_t c);
+// Python str.isupper() (upper) or str.islower(): a cased character and none of the other case.
+bool IsAllCase(std::string_view s, bool upper);
 
 // Python repr() of a str: quote choice and escapes exactly as CPython.
 void AppendRepr(std::string_view s, std::string* out);

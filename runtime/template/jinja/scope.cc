@@ -47,13 +47,7 @@ class LevelScan {
   void Expression(const Expr* e) {
     if (!e) return;
     if (e->kind == Expr::Kind::kName || e->kind == Expr::Kind::kNsRef) Load(e->name);
-    for (const auto& k : e->kids) Expression(k.get());
-    if (e->args) {
-      for (const auto& a : e->args->positional) Expression(a.get());
-      for (const auto& [k, a] : e->args->keyword) Expression(a.get());
-      Expression(e->args->star.get());
-      Expression(e->args->star_star.get());
-    }
+    ForEachChild(*e, [this](const Expr* k) { Expression(k); });
   }
 
   void Target(const Expr& t, bool conditional) {
@@ -153,13 +147,7 @@ void AnalyzeFrame(const Body& body, const NameSet& params, const NameSet& outer,
 bool MarkConstFold(Expr* e) {
   if (!e) return false;
   bool slice = e->kind == Expr::Kind::kSlice;
-  for (auto& k : e->kids) slice |= MarkConstFold(k.get());
-  if (e->args) {
-    for (auto& a : e->args->positional) slice |= MarkConstFold(a.get());
-    for (auto& [name, a] : e->args->keyword) slice |= MarkConstFold(a.get());
-    slice |= MarkConstFold(e->args->star.get());
-    slice |= MarkConstFold(e->args->star_star.get());
-  }
+  ForEachChild(*e, [&slice](Expr* k) { slice |= MarkConstFold(k); });
   e->const_fold = slice;
   return slice;
 }

@@ -14,10 +14,22 @@ using TestFn = StatusOr<bool> (*)(Interpreter&, const Value&, CallArgs&);
 
 Status NoArgs(const char* n, CallArgs& a) { return BindArgs(n, a, {}).status(); }
 
-#define DF11_SIMPLE_TEST(fn, name, expr)                          \
-  StatusOr<bool> fn(Interpreter&, const Value& v, CallArgs& a) { \
-    DF11_RETURN_IF_ERROR(NoArgs(name, a));                        \
-    return (expr);                                                \
+StatusOr<bool> ModuloIs(Interpreter& in, const Value& v, const Value& n, int64_t want) {
+  DF11_ASSIGN_OR_RETURN(Value m, BinaryOp(in, "%", v, n));
+  return Equals(m, Value(want));
+}
+
+// Python str.islower()/isupper() of str(v).
+StatusOr<bool> CaseTest(const Value& v, bool upper) {
+  DF11_ASSIGN_OR_RETURN(std::string s, SoftStr(v));
+  return pystr::IsAllCase(s, upper);
+}
+
+// A test without arguments: `expr` of the input `v` (and the interpreter `in`).
+#define DF11_SIMPLE_TEST(fn, name, expr)                            \
+  StatusOr<bool> fn(Interpreter& in, const Value& v, CallArgs& a) { \
+    DF11_RETURN_IF_ERROR(NoArgs(name, a));                          \
+    return (expr);                                                  \
   }
 
 DF11_SIMPLE_TEST(Defined, "defined", !v.is_undefined())
@@ -37,24 +49,17 @@ DF11_SIMPLE_TEST(Iterable, "iterable",
                      v.is_view())
 DF11_SIMPLE_TEST(Sequence, "sequence", v.is_string() || v.is_sequence() || v.is_dict() || v.is_undefined() || v.is_range())
 DF11_SIMPLE_TEST(Callable, "callable", v.is_function() || v.is_undefined() || v.is_loop())
+DF11_SIMPLE_TEST(Odd, "odd", ModuloIs(in, v, Value(2), 1))
+DF11_SIMPLE_TEST(Even, "even", ModuloIs(in, v, Value(2), 0))
+DF11_SIMPLE_TEST(Lower, "lower", CaseTest(v, false))
+DF11_SIMPLE_TEST(Upper, "upper", CaseTest(v, true))
+DF11_SIMPLE_TEST(FilterT, "filter", v.is_string() && HasFilter(v.str()))
+DF11_SIMPLE_TEST(TestT, "test", v.is_string() && HasTest(v.str()))
 #undef DF11_SIMPLE_TEST
 
-StatusOr<bool> ModuloTest(Interpreter& in, const Value& v, const Value& n, int64_t want, const char* name) {
-  DF11_ASSIGN_OR_RETURN(Value m, BinaryOp(in, "%", v, n));
-  (void)name;
-  return Equals(m, Value(want));
-}
-StatusOr<bool> Odd(Interpreter& in, const Value& v, CallArgs& a) {
-  DF11_RETURN_IF_ERROR(NoArgs("odd", a));
-  return ModuloTest(in, v, Value(2), 1, "odd");
-}
-StatusOr<bool> Even(Interpreter& in, const Value& v, CallArgs& a) {
-  DF11_RETURN_IF_ERROR(NoArgs("even", a));
-  return ModuloTest(in, v, Value(2), 0, "even");
-}
 StatusOr<bool> DivisibleBy(Interpreter& in, const Value& v, CallArgs& a) {
   DF11_ASSIGN_OR_RETURN(auto p, BindArgs("divisibleby", a, {{"num"}}));
-  return ModuloTest(in, v, p[0], 0, "divisibleby");
+  return ModuloIs(in, v, p[0], 0);
 }
 
 template <const char* kOp>
@@ -71,26 +76,6 @@ StatusOr<bool> In(Interpreter& in, const Value& v, CallArgs& a) {
 StatusOr<bool> SameAs(Interpreter&, const Value& v, CallArgs& a) {
   DF11_ASSIGN_OR_RETURN(auto p, BindArgs("sameas", a, {{"other"}}));
   return v.SameAs(p[0]);
-}
-StatusOr<bool> CaseTest(const Value& v, CallArgs& a, bool upper) {
-  DF11_RETURN_IF_ERROR(NoArgs(upper ? "upper" : "lower", a));
-  DF11_ASSIGN_OR_RETURN(std::string s, SoftStr(v));
-  bool cased = false;
-  for (char32_t c : pystr::Decode(s)) {
-    if (upper ? pystr::IsLowerChar(c) : pystr::IsUpperChar(c)) return false;
-    cased |= upper ? pystr::IsUpperChar(c) : pystr::IsLowerChar(c);
-  }
-  return cased;
-}
-StatusOr<bool> Lower(Interpreter&, const Value& v, CallArgs& a) { return CaseTest(v, a, false); }
-StatusOr<bool> Upper(Interpreter&, const Value& v, CallArgs& a) { return CaseTest(v, a, true); }
-StatusOr<bool> FilterT(Interpreter&, const Value& v, CallArgs& a) {
-  DF11_RETURN_IF_ERROR(NoArgs("filter", a));
-  return v.is_string() && HasFilter(v.str());
-}
-StatusOr<bool> TestT(Interpreter&, const Value& v, CallArgs& a) {
-  DF11_RETURN_IF_ERROR(NoArgs("test", a));
-  return v.is_string() && HasTest(v.str());
 }
 
 struct TestEntry {
@@ -111,7 +96,7 @@ const TestEntry kTests[] = {
 };
 
 // ---- globals ----
-StatusOr<Value> Range(Interpreter& in, CallArgs& a) {
+StatusOr<Value> Range(Interpreter&, CallArgs& a) {
   if (!a.kwargs.empty()) return TypeError("range() takes no keyword arguments");
   if (a.args.empty() || a.args.size() > 3) return TypeError("range expected 1 to 3 arguments");
   for (const Value& v : a.args) {
@@ -133,7 +118,6 @@ StatusOr<Value> Range(Interpreter& in, CallArgs& a) {
   }
   std::vector<Value> items;
   for (__int128 i = 0; i < n; ++i) items.emplace_back(static_cast<int64_t>(start + i * step));
-  (void)in;
   return Value::MakeRange(start, stop, step, std::move(items));
 }
 
