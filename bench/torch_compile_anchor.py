@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""The anchor of model_step_bench: transformers with a static KV cache + torch.compile (its
-documented recipe: generation_config.cache_implementation = "static", forward compiled with
-mode="reduce-overhead", fullgraph=True) on the Qwen3-8B shape (36 layers, hidden 4096, 32/8 heads,
+"""The anchor of model_step_bench: transformers with a static KV cache + torch.compile on the
+Qwen3-8B shape (36 layers, hidden 4096, 32/8 heads,
 head_dim 128, intermediate 12288, vocab 151936), random bf16 weights N(0, 0.02), on this GPU.
 
 Per-token decode time at batch B = (t(n2 new tokens) - t(n1 new tokens)) / (n2 - n1) after a
 prompt of P random tokens, so prefill and compilation drop out; medians of --reps timed pairs
 after one warm-up generate of each length (which compiles). Greedy, min_new_tokens = max_new_tokens.
+Compilation: generate() compiles the forward itself when the cache is static (transformers 5:
+generation_config.compile_config, CUDA graphs); wrapping model.forward in torch.compile with
+mode="reduce-overhead" as older docs show fails in transformers 5.17 (CUDA-graph outputs
+overwritten between generate calls).
 Usage (GPU machine): python3 bench/torch_compile_anchor.py --batches 1,8,64,128 --prompt 512 --json OUT
 """
 import argparse
@@ -45,10 +48,9 @@ def main():
     with torch.device("cuda"):
         model = transformers.Qwen3ForCausalLM(config).eval()
     model.generation_config.cache_implementation = "static"
-    model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
     result = dict(gpu=torch.cuda.get_device_name(0), transformers=transformers.__version__, torch=torch.__version__,
                   prompt=args.prompt, n1=args.n1, n2=args.n2, reps=args.reps,
-                  method="transformers static cache + torch.compile(reduce-overhead, fullgraph); per-token = "
+                  method="transformers static cache + generate()'s own torch.compile; per-token = "
                          "(t(n2) - t(n1)) / (n2 - n1), medians", decode=[])
     print(f"{result['gpu']}: transformers {transformers.__version__}, torch {torch.__version__}", flush=True)
     for batch in [int(b) for b in args.batches.split(",")]:
