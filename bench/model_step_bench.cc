@@ -141,13 +141,14 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
     StepOutput out;
     DF11_RETURN_IF_ERROR(model->Step(in, out));
   }
+  const int64_t kv_bytes_per_sequence = KvCache::BytesPerBlock(c, kBlockSize, Device::kCuda) * ctx_blocks;
   json result = {{"dir", dir},
                  {"df11", r.df11},
                  {"weight_bytes", r.weight_bytes},
                  {"bf16_weight_bytes", r.bf16_weight_bytes},
                  {"scratch_bytes", r.scratch_bytes},
                  {"kv_bytes", cache.bytes()},
-                 {"kv_bytes_per_sequence", KvCache::BytesPerBlock(c, kBlockSize, Device::kCuda) * ctx_blocks},
+                 {"kv_bytes_per_sequence", kv_bytes_per_sequence},
                  {"load_seconds", r.load_seconds}};
   for (int64_t batch : o.batches) {
     StepInput in;
@@ -161,9 +162,8 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
     }
     DF11_ASSIGN_OR_RETURN(const Timing t, TimeStep(*model, in, o.reps, o.profile));
     const double floor_ms =
-        (static_cast<double>(r.weight_bytes) +
-         static_cast<double>(batch) * KvCache::BytesPerBlock(c, kBlockSize, Device::kCuda) * ctx_blocks) /
-        read_bytes_per_s * 1e3;
+        (static_cast<double>(r.weight_bytes) + static_cast<double>(batch) * kv_bytes_per_sequence) / read_bytes_per_s *
+        1e3;
     json entry = {{"batch", batch},
                   {"step_ms", t.step_ms},
                   {"floor_ms", floor_ms},
