@@ -268,7 +268,7 @@ Status Engine::Impl::Validate(const GenerateRequest& r, const RegisteredModel& m
   if (r.max_tokens < 1) return InvalidArgument("max_tokens must be >= 1, got " + std::to_string(r.max_tokens));
   // The one check of the sampling parameters: every token of the request is sampled with them.
   DF11_RETURN_IF_ERROR(ValidateSamplingParams(r.sampling));
-  if (r.sampling.top_logprobs < 0 || r.sampling.top_logprobs > vocab) {
+  if (r.sampling.top_logprobs > vocab) {  // ValidateSamplingParams bounds it by kMaxTopLogprobs
     return InvalidArgument("top_logprobs must be in [0, vocab size " + std::to_string(vocab) + "]");
   }
   for (size_t i = 0; i < r.stop_strings.size(); ++i) {

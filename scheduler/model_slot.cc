@@ -1,7 +1,6 @@
 // One model's requests, KV blocks and steps (see model_slot.h).
 #include "scheduler/model_slot.h"
 
-#include "kernels/base/parallel.h"
 
 #include <algorithm>
 
@@ -297,12 +296,20 @@ Status ModelSlot::Run(const std::vector<Scheduled>& batch) {
     in.tokens.assign(seq.tokens.begin() + seq.num_cached, seq.tokens.begin() + seq.num_cached + s.tokens);
     in.num_cached = seq.num_cached;
     in.block_table = seq.blocks;
-    if (seq.num_cached + s.tokens == static_cast<int64_t>(seq.tokens.size())) in.logits_for = {s.tokens - 1};
+    if (seq.num_cached + s.tokens == static_cast<int64_t>(seq.tokens.size())) {
+      // The step samples the next token on the model's device; only tokens come back.
+      in.logits_for = {s.tokens - 1};
+      in.sample = RowSampling{seq.request.sampling,
+                              {std::span<const int32_t>(seq.tokens.data(), seq.prompt_len),
+                               std::span<const int32_t>(seq.tokens.data() + seq.prompt_len, seq.generated()),
+                               static_cast<uint64_t>(seq.generated()),
+                               seq.request.logprobs || seq.request.sampling.top_logprobs > 0}};
+    }
     input.sequences.push_back(std::move(in));
     tokens += s.tokens;
   }
   // Reused across steps: a fresh StepOutput would allocate (and page-fault) the logits buffer,
-  // [rows, vocab] fp32, every step (78 MB at 128 rows of a 152k vocabulary).
+  // [rows, vocab] fp32 on the CPU backend (78 MB at 128 rows of a 152k vocabulary).
   StepOutput& out = step_output_;
   out.step_seconds = 0;
   out.decompress_seconds = 0;
@@ -346,26 +353,9 @@ void ModelSlot::ProcessOutputs(const std::vector<Scheduled>& batch, const StepOu
   const Clock::time_point now = Clock::now();
   std::vector<Sequence*> finished_seqs;
   std::vector<std::pair<FinishReason, Status>> reasons;
-  // Sampling reads each row of the vocabulary (argmax, log-softmax): rows are independent and
-  // pure, so they run in parallel; events are then emitted in row order on this thread.
-  std::vector<StatusOr<SampleResult>> samples(out.rows.size(), StatusOr<SampleResult>(Internal("not sampled")));
-  const int64_t per_thread_rows = 4;
-  ParallelFor(static_cast<int64_t>(out.rows.size()),
-              static_cast<int>((out.rows.size() + per_thread_rows - 1) / per_thread_rows),
-              [&](int64_t r0, int64_t r1, int) {
-                for (int64_t row = r0; row < r1; ++row) {
-                  const Sequence& seq = *batch[out.rows[row].first].seq;
-                  std::span<const float> logits(out.logits.data() + row * out.vocab_size, out.vocab_size);
-                  SampleContext ctx{std::span<const int32_t>(seq.tokens.data(), seq.prompt_len),
-                                    std::span<const int32_t>(seq.tokens.data() + seq.prompt_len, seq.generated()),
-                                    static_cast<uint64_t>(seq.generated()),
-                                    seq.request.logprobs || seq.request.sampling.top_logprobs > 0};
-                  samples[row] = Sample(logits, seq.request.sampling, ctx);
-                }
-              });
   for (size_t row = 0; row < out.rows.size(); ++row) {
     Sequence& seq = *batch[out.rows[row].first].seq;
-    StatusOr<SampleResult>& sample = samples[row];
+    const StatusOr<SampleResult>& sample = out.samples[row];
     if (!sample.ok()) {
       finished_seqs.push_back(&seq);
       reasons.emplace_back(FinishReason::kError, sample.status());

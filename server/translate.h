@@ -24,7 +24,7 @@ namespace pb = ::df11::v1;
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopStringBytes = 256;
 inline constexpr int kMaxStopTokenIds = 64;
-inline constexpr int kMaxTopLogprobs = 20;
+// kMaxTopLogprobs: kernels/sampling.h (the sampler's own bound).
 inline constexpr size_t kMaxRequestIdBytes = 128;
 inline constexpr int64_t kMaxTokensLimit = 1 << 20;
 

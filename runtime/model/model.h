@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "runtime/model/decoder_layer.h"
 #include "runtime/model/device.h"
 #include "runtime/model/kv_cache.h"
+#include "runtime/model/sampler.h"
 #include "runtime/model/weights.h"
 
 namespace df11 {
@@ -40,12 +42,21 @@ struct ModelOptions {
   uint64_t max_resident_bytes = 0;
 };
 
+// How to sample a sequence's logits rows (sampler.h).
+struct RowSampling {
+  SamplingParams params;  // passed ValidateSamplingParams
+  SampleContext context;
+};
+
 // One sequence of a step: its new tokens, appended after `num_cached` cached positions.
 struct SequenceInput {
   std::vector<int32_t> tokens;       // [n] new token ids, n >= 1
   int64_t num_cached = 0;            // positions already in the cache = position of tokens[0]
   std::vector<int32_t> block_table;  // KV blocks of positions [0, num_cached + n) (more are ignored)
   std::vector<int64_t> logits_for;   // indices into `tokens` whose next-token logits are wanted
+  // Set: the step samples the logits_for rows itself, on the model's device (CUDA: only the
+  // SampleResults come back, never the logits); the context's spans must outlive Step.
+  std::optional<RowSampling> sample;
 };
 
 struct StepInput {
@@ -60,10 +71,13 @@ struct StepOutput {
   double decompress_seconds = 0;  // of which DF11 decoding (units and embedding rows)
   double gemm_seconds = 0;        // of which GEMMs (CUDA, StepInput::profile only)
   double attention_seconds = 0;   // of which KV writes + attention (CUDA, StepInput::profile only)
-  // [rows.size(), vocab_size] fp32. Reuse one StepOutput across steps: the vector keeps its
-  // capacity (a fresh one per step pays page faults on up to rows x vocab x 4 bytes, 78 MB at
-  // 128 rows of a 152k vocabulary).
+  // [rows.size(), vocab_size] fp32; empty when the sequences asked for sampling. Reuse one
+  // StepOutput across steps: the vector keeps its capacity (a fresh one per step pays page faults
+  // on up to rows x vocab x 4 bytes, 78 MB at 128 rows of a 152k vocabulary).
   std::vector<float> logits;
+  // [rows.size()] when the sequences asked for sampling (SequenceInput::sample): each row's token
+  // or the row's error (INVALID_ARGUMENT: NaN logits, a context token outside the vocabulary).
+  std::vector<StatusOr<SampleResult>> samples;
   std::vector<std::pair<int64_t, int64_t>> rows;  // per logits row: (sequence, index into tokens)
 };
 
@@ -96,6 +110,7 @@ class Model {
   //   INVALID_ARGUMENT: no sequences / no tokens, token id outside [0, vocab), negative
   //     num_cached, a block table too short for its positions, logits_for out of range, two new
   //     tokens mapping to the same cache slot, a KV cache of another shape;
+  //     some sequences with logits_for asking for sampling and others not;
   //   OUT_OF_RANGE: a position >= max_position_embeddings, a block id outside the cache.
   Status Step(const StepInput& input, StepOutput& output);
 
@@ -119,6 +134,8 @@ class Model {
   Status Embed(const std::vector<int32_t>& tokens, float* hidden);
   Status Linear(const LinearWeight& w, const float* x, int64_t tokens, float* y);
   Status Logits(const StepBatch& batch, const float* hidden, StepOutput& output);
+  // CPU backend: output.samples from output.logits, rows in parallel; clears the logits.
+  void SampleOnHost(const StepInput& input, StepOutput& output);
   Status LoadCuda();                                            // model_cuda_load.cc
   Status StepCuda(const StepInput& input, StepOutput& output);  // model_cuda_step.cc
 

@@ -14,6 +14,7 @@
 #if DF11_HAVE_CUDA
 #include "kernels/cuda_gemm.h"
 #include "kernels/cuda_ops.h"
+#include "kernels/cuda_sampling.h"
 #include "kernels/df11_decode_cuda.h"
 #endif
 
@@ -81,6 +82,9 @@ struct Model::CudaState {
   cuda::DeviceBuffer activations;    // bf16 buffers of the step, grown on demand
   cuda::DeviceBuffer batch_arrays;   // int32 token/position/table arrays of the step
   cuda::DeviceBuffer attention_workspace;  // split-KV partials (cuda::AttentionWorkspaceFloats)
+  cuda::DeviceBuffer sampler_workspace;    // cuda::SamplingWorkspaceBytes, reserved at load
+  cuda::DeviceBuffer sampler_inputs;       // DeviceSampleRow rows, then PenaltyEntry rows
+  cuda::DeviceBuffer sampler_outputs;      // SampledRow rows
   cuda::EventTimer decode_timer;
   cuda::EventTimer gemm_timer, attention_timer;  // StepInput::profile
   bool profile = false;
@@ -97,6 +101,9 @@ struct Model::CudaState {
   StatusOr<const uint16_t*> WeightData(const DeviceLinear& w);
   // y[T, out] = x[T, in] · W^T (+ bias), bf16.
   Status Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y);
+  // output.samples from logits [rows, vocab] fp32 on the device (model_cuda_sample.cc); waits
+  // for the stream.
+  Status Sample(const StepInput& input, float* logits, int64_t vocab, StepOutput& output);
 };
 
 #else

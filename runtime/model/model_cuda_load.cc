@@ -112,12 +112,14 @@ Status Model::LoadCuda() {
   st.bf16_weight_bytes = bf16;
   DF11_RETURN_IF_ERROR(st.scratch->Reserve(st.scratch_needed));
   DF11_RETURN_IF_ERROR(st.PrepareBuffers(config_, 256, 1).status());
+  DF11_RETURN_IF_ERROR(
+      st.sampler_workspace.Reserve(cuda::SamplingWorkspaceBytes(config_.vocab_size), "sampler workspace"));
   DF11_RETURN_IF_ERROR(cuda::Synchronize(st.stream));
   report_.device = Device::kCuda;
   report_.df11 = checkpoint_->is_df11();
   report_.weight_bytes = st.weight_bytes;
   report_.bf16_weight_bytes = st.bf16_weight_bytes;
-  report_.scratch_bytes = st.activations.bytes() + st.batch_arrays.bytes();
+  report_.scratch_bytes = st.activations.bytes() + st.batch_arrays.bytes() + st.sampler_workspace.bytes();
   report_.shared_scratch_bytes = st.scratch_needed;
   return Status::Ok();
 }

@@ -232,7 +232,8 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
     DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, st.layers[layer], b.layer, T));
   }
 
-  // Logits of the requested rows: final norm, lm_head, soft-cap and fp32 on the device, one copy.
+  // Logits of the requested rows: final norm, lm_head, soft-cap and fp32 on the device; then one
+  // copy of the logits, or of the sampled tokens.
   const int64_t vocab = c.vocab_size;
   output.vocab_size = vocab;
   if (R > 0) {
@@ -242,8 +243,14 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
     DF11_RETURN_IF_ERROR(cuda::LogitsToFloat(b.logits, R * vocab, static_cast<float>(c.final_logit_softcapping),
                                              b.logits_f32, stream));
   }
-  output.logits.resize(R * vocab);
-  DF11_RETURN_IF_ERROR(cuda::CopyToHost(output.logits.data(), b.logits_f32, R * vocab * 4, stream));
+  output.samples.clear();
+  if (R > 0 && input.sequences[output.rows[0].first].sample) {
+    output.logits.clear();
+    DF11_RETURN_IF_ERROR(st.Sample(input, b.logits_f32, vocab, output));
+  } else {
+    output.logits.resize(R * vocab);
+    DF11_RETURN_IF_ERROR(cuda::CopyToHost(output.logits.data(), b.logits_f32, R * vocab * 4, stream));
+  }
   DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));  // also when no rows were copied: the step is done
   DF11_ASSIGN_OR_RETURN(output.decompress_seconds, st.decode_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.gemm_seconds, st.gemm_timer.Seconds());

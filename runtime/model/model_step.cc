@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "kernels/base/parallel.h"
 #include "kernels/cpu_ops.h"
 #include "kernels/df11_codec.h"
 #include "runtime/model/model.h"
@@ -32,6 +33,7 @@ Status Model::Validate(const StepInput& input) const {
   }
   if (input.sequences.empty()) return InvalidArgument("step: no sequences");
   std::vector<int64_t> slots;
+  int sampled = 0, unsampled = 0;  // sequences with logits rows that ask for sampling / do not
   for (size_t s = 0; s < input.sequences.size(); ++s) {
     const SequenceInput& seq = input.sequences[s];
     const int64_t n = static_cast<int64_t>(seq.tokens.size());
@@ -66,6 +68,7 @@ Status Model::Validate(const StepInput& input) const {
                                std::to_string(n) + ")");
       }
     }
+    if (!seq.logits_for.empty()) ++(seq.sample ? sampled : unsampled);
     for (int64_t pos = seq.num_cached; pos < seq.num_cached + n; ++pos) {
       slots.push_back(int64_t{seq.block_table[pos / kv.block_size]} * kv.block_size + pos % kv.block_size);
     }
@@ -73,6 +76,10 @@ Status Model::Validate(const StepInput& input) const {
   std::sort(slots.begin(), slots.end());
   if (std::adjacent_find(slots.begin(), slots.end()) != slots.end()) {
     return InvalidArgument("step: two new tokens map to the same KV cache slot (block tables overlap)");
+  }
+  if (sampled > 0 && unsampled > 0) {
+    return InvalidArgument("step: " + std::to_string(sampled) + " sequences ask for sampling and " +
+                           std::to_string(unsampled) + " for logits; a step does one or the other");
   }
   return Status::Ok();
 }
@@ -202,7 +209,25 @@ Status Model::Step(const StepInput& input, StepOutput& output) {
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, layers_[layer], buffers, T));
   }
-  return Logits(batch, buffers.hidden, output);
+  DF11_RETURN_IF_ERROR(Logits(batch, buffers.hidden, output));
+  SampleOnHost(input, output);
+  return Status::Ok();
+}
+
+void Model::SampleOnHost(const StepInput& input, StepOutput& output) {
+  output.samples.clear();
+  if (output.rows.empty() || !input.sequences[output.rows[0].first].sample) return;
+  const int64_t rows = static_cast<int64_t>(output.rows.size()), vocab = output.vocab_size;
+  output.samples.assign(rows, StatusOr<SampleResult>(Internal("not sampled")));
+  // Rows are independent and pure: they run in parallel, a few per thread.
+  const int64_t per_thread_rows = 4;
+  ParallelFor(rows, static_cast<int>((rows + per_thread_rows - 1) / per_thread_rows), [&](int64_t r0, int64_t r1, int) {
+    for (int64_t row = r0; row < r1; ++row) {
+      const RowSampling& s = *input.sequences[output.rows[row].first].sample;
+      output.samples[row] = Sample(std::span<const float>(output.logits.data() + row * vocab, vocab), s.params, s.context);
+    }
+  });
+  output.logits.clear();
 }
 
 }  // namespace df11

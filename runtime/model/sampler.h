@@ -11,20 +11,9 @@
 #include <vector>
 
 #include "kernels/base/status.h"
+#include "kernels/sampling.h"  // SamplingParams, SampleResult, PenaltyEntry
 
 namespace df11 {
-
-struct SamplingParams {
-  float temperature = 1.0f;         // 0 = greedy (argmax, lowest id on ties)
-  int64_t top_k = 0;                // 0 = all tokens
-  float top_p = 1.0f;               // (0, 1]: smallest prefix of sorted tokens reaching this mass
-  float min_p = 0.0f;               // [0, 1]: drop tokens with p < min_p * p_max
-  float repetition_penalty = 1.0f;  // > 0; HF style on prompt + output tokens: l > 0 ? l / r : l * r
-  float presence_penalty = 0.0f;    // OpenAI style on output tokens: l -= presence if count > 0
-  float frequency_penalty = 0.0f;   // OpenAI style on output tokens: l -= frequency * count
-  uint64_t seed = 0;
-  int64_t top_logprobs = 0;  // how many of the most likely tokens to report
-};
 
 // What the request has seen so far (for penalties) and which sample this is.
 struct SampleContext {
@@ -36,14 +25,6 @@ struct SampleContext {
   bool want_logprobs = true;
 };
 
-struct SampleResult {
-  int32_t token = 0;
-  // Log-probabilities under the model's raw distribution (log_softmax of the logits, before
-  // penalties, temperature and truncation), as OpenAI-compatible servers report them.
-  float logprob = 0.0f;
-  std::vector<std::pair<int32_t, float>> top;  // top_logprobs (token, logprob), most likely first
-};
-
 // INVALID_ARGUMENT for out-of-range parameters, naming the field: the one check of a request's
 // sampling parameters (Engine::Submit runs it once per request).
 Status ValidateSamplingParams(const SamplingParams& params);
@@ -53,7 +34,9 @@ Status ValidateSamplingParams(const SamplingParams& params);
 StatusOr<SampleResult> Sample(std::span<const float> logits, const SamplingParams& params,
                               const SampleContext& context);
 
-// Counter-based uniform double in [0, 1) from (seed, step): splitmix64 of both, 53-bit mantissa.
-double UniformFromCounter(uint64_t seed, uint64_t step);
+// The penalties' context of a request as PenaltyEntry rows (one per distinct token, by token id);
+// empty when `params` has no penalty. INVALID_ARGUMENT for a token outside [0, vocab).
+StatusOr<std::vector<PenaltyEntry>> PenaltyEntries(const SamplingParams& params, const SampleContext& context,
+                                                   int64_t vocab);
 
 }  // namespace df11

@@ -60,14 +60,14 @@ done_step test_runtime
 
 if command -v compute-sanitizer >/dev/null; then
   begin "compute-sanitizer memcheck (CUDA ops, two CUDA model tests)"
-  kernel_filter='CudaOps*'
+  kernel_filter='CudaOps*:CudaSampling*'
   [ -n "${RUN_DECODE_BENCH:-}" ] && kernel_filter="$kernel_filter:Df11Cuda.CorruptStreamsStayInBounds:Df11Cuda.RangesMatchCpu:Df11Cuda.SizesAroundBoundaries"
   LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64" compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$bundle/bin/test_kernels" --gtest_filter="$kernel_filter" \
     > "$out/memcheck.log" 2>&1
   echo "memcheck kernels exit $?"; tail -3 "$out/memcheck.log"
   LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64" compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$bundle/bin/test_runtime" --gtest_filter='Devices/ModelTest.RaggedBatchMatchesSequencesAlone/Cuda:Devices/ModelTest.RejectsBadInputs/Cuda' \
+    "$bundle/bin/test_runtime" --gtest_filter='Devices/ModelTest.RaggedBatchMatchesSequencesAlone/Cuda:Devices/ModelTest.RejectsBadInputs/Cuda:Devices/ModelTest.SamplingInTheStepMatchesSamplingTheLogits/Cuda' \
     > "$out/memcheck_model.log" 2>&1
   echo "memcheck model exit $?"; tail -3 "$out/memcheck_model.log"
   done_step memcheck

@@ -217,7 +217,7 @@ TEST_P(ModelTest, RejectsBadInputs) {
     StepOutput out;
     return model.Step(in, out);
   };
-  const SequenceInput good{{1, 2, 3}, 0, {0}, {2}};
+  const SequenceInput good{{1, 2, 3}, 0, {0}, {2}, {}};
   EXPECT_TRUE(run(good, &*cache).ok());
   auto expect = [&](SequenceInput seq, StatusCode code, const std::string& words, KvCache* kv) {
     const Status st = run(std::move(seq), kv);
@@ -225,15 +225,15 @@ TEST_P(ModelTest, RejectsBadInputs) {
     EXPECT_NE(st.message().find(words), std::string::npos) << st.ToString();
   };
   KvCache* kv = &*cache;
-  expect({{1, 512, 3}, 0, {0}, {}}, StatusCode::kInvalidArgument, "outside the vocabulary", kv);
-  expect({{1, -1}, 0, {0}, {}}, StatusCode::kInvalidArgument, "outside the vocabulary", kv);
-  expect({{}, 0, {0}, {}}, StatusCode::kInvalidArgument, "no new tokens", kv);
-  expect({{1}, 2048, {0}, {}}, StatusCode::kOutOfRange, "max_position_embeddings", kv);
-  expect({{1}, -3, {0}, {}}, StatusCode::kInvalidArgument, "negative", kv);
-  expect({{1, 2}, 15, {0}, {}}, StatusCode::kInvalidArgument, "block table", kv);
-  expect({{1}, 0, {4}, {}}, StatusCode::kOutOfRange, "outside the cache", kv);
-  expect({{1}, 0, {-1}, {}}, StatusCode::kOutOfRange, "outside the cache", kv);
-  expect({{1, 2}, 0, {0}, {2}}, StatusCode::kInvalidArgument, "logits_for", kv);
+  expect({{1, 512, 3}, 0, {0}, {}, {}}, StatusCode::kInvalidArgument, "outside the vocabulary", kv);
+  expect({{1, -1}, 0, {0}, {}, {}}, StatusCode::kInvalidArgument, "outside the vocabulary", kv);
+  expect({{}, 0, {0}, {}, {}}, StatusCode::kInvalidArgument, "no new tokens", kv);
+  expect({{1}, 2048, {0}, {}, {}}, StatusCode::kOutOfRange, "max_position_embeddings", kv);
+  expect({{1}, -3, {0}, {}, {}}, StatusCode::kInvalidArgument, "negative", kv);
+  expect({{1, 2}, 15, {0}, {}, {}}, StatusCode::kInvalidArgument, "block table", kv);
+  expect({{1}, 0, {4}, {}, {}}, StatusCode::kOutOfRange, "outside the cache", kv);
+  expect({{1}, 0, {-1}, {}, {}}, StatusCode::kOutOfRange, "outside the cache", kv);
+  expect({{1, 2}, 0, {0}, {2}, {}}, StatusCode::kInvalidArgument, "logits_for", kv);
   expect(good, StatusCode::kInvalidArgument, "no KV cache", nullptr);
   StepInput overlap;
   overlap.kv_cache = kv;
@@ -251,6 +251,66 @@ TEST_P(ModelTest, RejectsBadInputs) {
     expect(good, StatusCode::kInvalidArgument, "KV cache on cpu", &*host_cache);
   }
   EXPECT_TRUE(run(good, &*cache).ok());  // still usable after the errors
+}
+
+// A step that samples its rows itself (the engine's path; on CUDA the device sampler) gives what
+// the CPU sampler gives on the same step's logits, token and logprobs, bit for bit.
+TEST_P(ModelTest, SamplingInTheStepMatchesSamplingTheLogits) {
+  const auto [bf16_dir, df11_dir] = MakeModels("qwen3-tiny");
+  auto model = Load(df11_dir);
+  ASSERT_TRUE(model);
+  const std::vector<SamplingParams> params = {
+      {.temperature = 0.0f},
+      {.temperature = 0.9f, .top_p = 0.8f, .seed = 11, .top_logprobs = 3},
+      {.temperature = 1.2f,
+       .top_k = 40,
+       .min_p = 0.02f,
+       .repetition_penalty = 1.4f,
+       .frequency_penalty = 0.3f,
+       .seed = 12},
+      {.temperature = 0.0f, .presence_penalty = 2.0f, .top_logprobs = 20},
+  };
+  const std::vector<int32_t> output = {17, 17, 300};  // the penalties' "generated so far"
+  auto run = [&](bool sample, StepOutput& out) {
+    auto cache = KvCache::Create(model->config(), 4 * params.size(), kTestBlockSize, device());
+    EXPECT_TRUE(cache.ok());
+    StepInput in;
+    in.kv_cache = &*cache;
+    for (size_t s = 0; s < params.size(); ++s) {
+      SequenceInput seq;
+      seq.tokens.assign(kPrompt.begin(), kPrompt.begin() + 6 + 2 * s);
+      for (int b = 0; b < 4; ++b) seq.block_table.push_back(static_cast<int32_t>(s * 4 + b));
+      seq.logits_for = {static_cast<int64_t>(seq.tokens.size()) - 1};
+      if (sample) seq.sample = RowSampling{params[s], {kPrompt, output, 5 + s, true}};
+      in.sequences.push_back(std::move(seq));
+    }
+    const Status st = model->Step(in, out);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  };
+  StepOutput logits, sampled;
+  run(false, logits);
+  run(true, sampled);
+  ASSERT_EQ(sampled.samples.size(), params.size());
+  EXPECT_TRUE(sampled.logits.empty());
+  const int64_t vocab = model->config().vocab_size;
+  for (size_t s = 0; s < params.size(); ++s) {
+    auto want = Sample(std::span<const float>(logits.logits.data() + s * vocab, vocab), params[s],
+                       {kPrompt, output, 5 + s, true});
+    ASSERT_TRUE(want.ok() && sampled.samples[s].ok()) << s;
+    EXPECT_EQ(sampled.samples[s]->token, want->token) << s;
+    EXPECT_EQ(sampled.samples[s]->logprob, want->logprob) << s;
+    EXPECT_EQ(sampled.samples[s]->top, want->top) << s;
+  }
+  // One step samples every row or none.
+  auto cache = KvCache::Create(model->config(), 8, kTestBlockSize, device());
+  ASSERT_TRUE(cache.ok());
+  StepInput mixed;
+  mixed.kv_cache = &*cache;
+  mixed.sequences = {{{1, 2}, 0, {0}, {1}, RowSampling{}}, {{3}, 0, {1}, {0}, {}}};
+  StepOutput out;
+  const Status st = model->Step(mixed, out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("one or the other"), std::string::npos) << st.ToString();
 }
 
 // ---- CUDA only ----

@@ -73,7 +73,7 @@ class TestBatch {
     in.kv_cache = &cache_;
     for (size_t s = 0; s < tokens.size(); ++s) {
       if (tokens[s].empty()) continue;
-      SequenceInput seq{tokens[s], cached_[s], tables_[s], {}};
+      SequenceInput seq{tokens[s], cached_[s], tables_[s], {}, {}};
       for (size_t i = all_logits ? 0 : tokens[s].size() - 1; i < tokens[s].size(); ++i) seq.logits_for.push_back(i);
       in.sequences.push_back(std::move(seq));
     }

@@ -73,9 +73,9 @@ TEST(Sampler, ReproducibleFromSeedAndStep) {
   std::vector<int32_t> c;
   for (uint64_t s = 0; s < 100; ++s) c.push_back(Pick(p, s));
   EXPECT_NE(a, c);
-  EXPECT_NE(UniformFromCounter(1, 0), UniformFromCounter(1, 1));
-  EXPECT_GE(UniformFromCounter(0, 0), 0.0);
-  EXPECT_LT(UniformFromCounter(~0ull, ~0ull), 1.0);
+  EXPECT_NE(sampling::UniformFromCounter(1, 0), sampling::UniformFromCounter(1, 1));
+  EXPECT_GE(sampling::UniformFromCounter(0, 0), 0.0);
+  EXPECT_LT(sampling::UniformFromCounter(~0ull, ~0ull), 1.0);
 }
 
 TEST(Sampler, Penalties) {
@@ -129,8 +129,9 @@ TEST(Sampler, WithoutLogprobsSameTokensNoLogprobs) {
 // ValidateSamplingParams is the one check of the parameters (Engine::Submit runs it once per
 // request); Sample checks its logits row.
 TEST(Sampler, RejectsBadParameters) {
-  const std::vector<SamplingParams> bad = {{.temperature = -1},       {.top_k = -1},       {.top_p = 0}, {.min_p = 2},
-                                           {.repetition_penalty = 0}, {.top_logprobs = -2}};
+  const std::vector<SamplingParams> bad = {
+      {.temperature = -1},       {.top_k = -1},        {.top_p = 0},        {.min_p = 2},
+      {.repetition_penalty = 0}, {.top_logprobs = -2}, {.top_logprobs = 21}};
   for (const auto& p : bad) EXPECT_EQ(ValidateSamplingParams(p).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(ValidateSamplingParams({}).ok());
   const std::vector<float> nan = {1.0f, NAN};

@@ -188,11 +188,11 @@ TEST_F(EngineOutputTest, BadSamplingParametersAreRefusedAtSubmitNamingTheField) 
   refused([](SamplingParams& p) { p.frequency_penalty = -std::numeric_limits<float>::infinity(); },
           "frequency_penalty");
   refused([](SamplingParams& p) { p.top_logprobs = -1; }, "top_logprobs");
-  refused([](SamplingParams& p) { p.top_logprobs = kTinyTokenizerVocab + 1; }, "top_logprobs");
+  refused([](SamplingParams& p) { p.top_logprobs = kMaxTopLogprobs + 1; }, "top_logprobs");
   EXPECT_FALSE(called);
   // The edges are accepted and run to the end.
   GenerateRequest edge = Greedy("tiny", kPrompt, 3);
-  edge.sampling = {.temperature = 2.0f, .top_k = 1, .top_p = 1.0f, .min_p = 1.0f, .top_logprobs = kTinyTokenizerVocab};
+  edge.sampling = {.temperature = 2.0f, .top_k = 1, .top_p = 1.0f, .min_p = 1.0f, .top_logprobs = kMaxTopLogprobs};
   EXPECT_EQ(Run(edge).tokens.size(), 3u);
 }
 
