@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_check.h"
 #include "kernels/df11_codec.h"
 #include "kernels/df11_decode_cuda.h"
 #include "kernels/base/parallel.h"
@@ -20,14 +21,6 @@
 
 namespace {
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e = (x);                                                                        \
-    if (e != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));    \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 #define CKD(x)                                                                   \
   do {                                                                           \
     CUresult r = (x);                                                            \

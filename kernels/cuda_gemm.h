@@ -14,6 +14,19 @@
 
 namespace df11::cuda {
 
+// The small-batch linear (cuda_gemv.cu): y[T, N] = x[T, K] · W[N, K]^T (+ bias [N] fp32 holding bf16
+// values) (+ y's old value when accumulate), fp32 accumulation rounded to bf16 once, for
+// 1 <= T <= kGemvMaxTokens. Decode steps read every weight once per step; on an H100 this beats
+// cuBLAS by 4-35% per linear up to 4 tokens and loses at 8 (bench/results/gemv_h100.log).
+// Deterministic: a fixed order per row, whatever N (cuda_gemv.cu).
+inline constexpr int64_t kGemvMaxTokens = 4;
+// Whether Gemv takes these operands: T in [1, kGemvMaxTokens], K % 8 == 0, x and W 16-byte aligned.
+bool GemvApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k);
+// INVALID_ARGUMENT (naming the shapes) where GemvApplies is false. rows_per_warp: 1, 2 or 4 output
+// rows per warp (bench/gemv_bench measures them); 0 lets the shape choose.
+Status Gemv(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
+            bool accumulate, uint16_t* y, GpuStream stream, int rows_per_warp = 0);
+
 class GemmHandle {
  public:
   GemmHandle() = default;
@@ -23,14 +36,16 @@ class GemmHandle {
 
   // Creates the cuBLAS handle bound to `stream` with a 32 MiB workspace.
   Status Init(GpuStream stream);
-  // Every pointer device memory; x, w, y 16-byte aligned. INTERNAL (naming the shapes) on a
+  // Every pointer device memory; x, w, y 16-byte aligned. Up to kGemvMaxTokens tokens run Gemv,
+  // more run cuBLAS: the kernel depends on the shapes and alignment only, never on where W came
+  // from (a DF11 weight and its BF16 twin give the same bits). INTERNAL (naming the shapes) on a
   // cuBLAS error.
   Status Gemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
               uint16_t* y);
-  // y = x · W^T + bias (bias: [n] fp32 holding bf16 values), rounded to bf16 once. As PyTorch's
-  // addmm: more than one token runs cublasLt with the bias epilogue (a bf16 bias vector, the
-  // first heuristic algorithm under the same workspace and alignment preferences); one token
-  // (or an Lt configuration the library refuses) broadcasts the bias into y and accumulates.
+  // y = x · W^T + bias (bias: [n] fp32 holding bf16 values), rounded to bf16 once. Up to
+  // kGemvMaxTokens tokens: Gemv with the bias in its sum. More, as PyTorch's addmm: cublasLt with the bias epilogue (a bf16 bias vector, the
+  // first heuristic algorithm under the same workspace and alignment preferences); an Lt
+  // configuration the library refuses broadcasts the bias into y and accumulates.
   Status GemmBias(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
                   uint16_t* y, GpuStream stream);
 
@@ -40,6 +55,7 @@ class GemmHandle {
 
   void* handle_ = nullptr;     // cublasHandle_t
   void* lt_handle_ = nullptr;  // cublasLtHandle_t
+  GpuStream stream_ = nullptr;
   DeviceBuffer bias_bf16_;     // the current bias as bf16
   DeviceBuffer workspace_;
 };

@@ -55,19 +55,26 @@ struct LayerBuffers {
   Element* q = nullptr;       // [T, heads * head_dim]
   Element* k = nullptr;       // [T, kv_heads * head_dim]
   Element* v = nullptr;       // [T, kv_heads * head_dim]
-  Element* qkv = nullptr;     // [T, (heads + 2 kv_heads) * head_dim] (fused_qkv)
+  Element* qkv = nullptr;     // [T, (heads + 2 kv_heads) * head_dim] (stacked.qkv)
   Element* attn = nullptr;    // [T, heads * head_dim]
   Element* proj = nullptr;    // [T, hidden] output of o_proj / down_proj
-  Element* gate = nullptr;    // [T, inter], or [T, 2 inter] (fused_gate_up: gate | up)
+  Element* gate = nullptr;    // [T, inter], or [T, 2 inter] (stacked.gate_up: gate | up)
   Element* up = nullptr;      // [T, inter] (separate gate and up)
   Element* act = nullptr;     // [T, inter]
+};
+
+// Which projections a backend runs as one matrix: the checkpoint's fused ones, or (CUDA) separate
+// ones it stacked at load (the layer's kQkv / kGateUp linear is then set).
+struct StackedLinears {
+  bool qkv = false;
+  bool gate_up = false;
 };
 
 // Lays out the layer's activations for `tokens` new tokens of `c` from `base`, each buffer starting
 // at a multiple of `align` elements (buffers a configuration does not use get no room). Returns
 // the elements used; with base == nullptr it only counts (`out` untouched).
 template <typename Element>
-uint64_t LayOutLayerBuffers(const ModelConfig& c, int64_t tokens, uint64_t align, Element* base,
+uint64_t LayOutLayerBuffers(const ModelConfig& c, StackedLinears stacked, int64_t tokens, uint64_t align, Element* base,
                             LayerBuffers<Element>* out) {
   const uint64_t T = tokens, H = c.hidden_size, I = c.intermediate_size;
   const uint64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
@@ -77,11 +84,11 @@ uint64_t LayOutLayerBuffers(const ModelConfig& c, int64_t tokens, uint64_t align
                                                    {&b.q, T * qd},
                                                    {&b.k, T * kvd},
                                                    {&b.v, T * kvd},
-                                                   {&b.qkv, c.fused_qkv ? T * (qd + 2 * kvd) : 0},
+                                                   {&b.qkv, stacked.qkv ? T * (qd + 2 * kvd) : 0},
                                                    {&b.attn, T * qd},
                                                    {&b.proj, T * H},
-                                                   {&b.gate, T * I * (c.fused_gate_up ? 2 : 1)},
-                                                   {&b.up, c.fused_gate_up ? 0 : T * I},
+                                                   {&b.gate, T * I * (stacked.gate_up ? 2 : 1)},
+                                                   {&b.up, stacked.gate_up ? 0 : T * I},
                                                    {&b.act, T * I}};
   uint64_t used = 0;
   for (const auto& [field, elements] : fields) {
@@ -106,7 +113,7 @@ Status RunDecoderLayer(Ops& ops, const ModelConfig& c, int64_t layer, const type
   const bool sliding = c.layer_is_sliding[layer];
   // Attention block.
   DF11_RETURN_IF_ERROR(ops.RmsNorm(b.hidden, w.vector(LT::kInputNorm), T, H, b.normed));
-  if (c.fused_qkv) {  // rows: q | k | v
+  if (w.linear(LT::kQkv).out_features > 0) {  // rows: q | k | v
     DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kQkv), b.normed, T, b.qkv));
     DF11_RETURN_IF_ERROR(ops.SplitColumns(b.qkv, T, qd, kvd, kvd, b.q, b.k, b.v));
   } else {
@@ -131,7 +138,7 @@ Status RunDecoderLayer(Ops& ops, const ModelConfig& c, int64_t layer, const type
   const LT mlp_norm = c.sandwich_norms ? LT::kPreFeedforwardNorm : LT::kPostAttentionNorm;
   DF11_RETURN_IF_ERROR(ops.AddThenNorm(b.hidden, b.proj, w.vector(mlp_norm), T, H, b.normed));
   const Activation act = ActivationOf(c);
-  if (c.fused_gate_up) {  // rows: gate | up
+  if (w.linear(LT::kGateUp).out_features > 0) {  // rows: gate | up
     DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kGateUp), b.normed, T, b.gate));
     DF11_RETURN_IF_ERROR(ops.GatedActivation(act, b.gate, 2 * inter, b.gate + inter, 2 * inter, T, inter, b.act));
   } else {

@@ -5,8 +5,10 @@
 // DF11 weight and its BF16 twin (bit-identical logits).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "runtime/model/model.h"
@@ -52,6 +54,20 @@ struct DeviceUnitPlan {
 // A layer in VRAM: norm weights as fp32 device vectors, linears as DeviceLinear (decoder_layer.h).
 using DeviceLayer = LayerWeightsOf<const float*, DeviceLinear>;
 
+// The linears the CUDA backend stacks into one matrix: separate q/k/v into kQkv and gate/up into
+// kGateUp, when every part has a multiple of kAlignElements elements (then a DF11 unit in
+// checkpoint order holds them back to back, and both formats decide alike from the config).
+struct FusedGroups {
+  std::vector<std::pair<LayerTensor, std::vector<LayerTensor>>> groups;  // target, parts in row order
+  bool Covers(LayerTensor id) const {
+    for (const auto& [target, parts] : groups) {
+      if (std::find(parts.begin(), parts.end(), id) != parts.end()) return true;
+    }
+    return false;
+  }
+};
+FusedGroups FusedGroupsOf(const ModelConfig& c);
+
 // Buffers of one step, carved from CudaState::activations (each 256-byte aligned), bf16.
 struct StepBuffers {
   LayerBuffers<uint16_t> layer;  // the decoder layer's activations
@@ -95,6 +111,10 @@ struct Model::CudaState {
   StatusOr<int> UploadUnit(const Df11Unit& unit);
   // `decoded`: the weight goes through Linear (its unit must fit the scratch).
   StatusOr<DeviceLinear> UploadLinear(const Checkpoint& checkpoint, const LinearWeight& w, bool decoded);
+  // One matrix of `parts` stacked by rows (biases concatenated, zeros for a part without one): a
+  // BF16 copy in one allocation, or DF11 slices that lie next to each other in the scratch
+  // (UNIMPLEMENTED, naming them, when the unit orders them otherwise).
+  StatusOr<DeviceLinear> UploadFused(const Checkpoint& checkpoint, const std::vector<const LinearWeight*>& parts);
   // Step helpers (model_cuda_step.cc).
   StatusOr<StepBuffers> PrepareBuffers(const ModelConfig& c, int64_t tokens, int64_t rows);
   // Makes w's BF16 matrix available (decoding its unit into the scratch if needed).

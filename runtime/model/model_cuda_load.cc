@@ -8,6 +8,21 @@ namespace df11 {
 
 #if DF11_HAVE_CUDA
 
+FusedGroups FusedGroupsOf(const ModelConfig& c) {
+  const uint64_t H = c.hidden_size, I = c.intermediate_size;
+  const uint64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
+  auto aligned = [](std::initializer_list<uint64_t> sizes) {
+    return std::all_of(sizes.begin(), sizes.end(), [](uint64_t n) { return n % kAlignElements == 0; });
+  };
+  FusedGroups f;
+  if (!c.fused_qkv && aligned({qd * H, kvd * H})) {
+    f.groups.push_back({LayerTensor::kQkv, {LayerTensor::kQ, LayerTensor::kK, LayerTensor::kV}});
+  }
+  if (!c.fused_gate_up && aligned({I * H}))
+    f.groups.push_back({LayerTensor::kGateUp, {LayerTensor::kGate, LayerTensor::kUp}});
+  return f;
+}
+
 StatusOr<const float*> Model::CudaState::UploadFloats(const std::vector<float>& values, const char* what) {
   if (values.empty()) return static_cast<const float*>(nullptr);
   const uint64_t bytes = values.size() * sizeof(float);
@@ -78,6 +93,58 @@ StatusOr<DeviceLinear> Model::CudaState::UploadLinear(const Checkpoint& checkpoi
   return d;
 }
 
+StatusOr<DeviceLinear> Model::CudaState::UploadFused(const Checkpoint& checkpoint,
+                                                     const std::vector<const LinearWeight*>& parts) {
+  DeviceLinear d;
+  d.in_features = parts[0]->in_features;
+  std::vector<float> bias;
+  bool any_bias = false;
+  for (const LinearWeight* w : parts) {
+    d.out_features += w->out_features;
+    any_bias = any_bias || !w->bias.empty();
+  }
+  if (any_bias) {  // a part without a bias adds zeros
+    for (const LinearWeight* w : parts) {
+      if (w->bias.empty()) bias.insert(bias.end(), w->out_features, 0.0f);
+      bias.insert(bias.end(), w->bias.begin(), w->bias.end());
+    }
+  }
+  DF11_ASSIGN_OR_RETURN(d.bias, UploadFloats(bias, "bias"));
+  if (parts[0]->unit != nullptr) {  // DF11: slices of one unit, decoded next to each other
+    uint64_t next = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      LinearWeight slice = *parts[i];
+      slice.bias.clear();
+      DF11_ASSIGN_OR_RETURN(const DeviceLinear p, UploadLinear(checkpoint, slice, true));
+      if (i == 0) {
+        d.unit = p.unit;
+        d.unit_offset = p.unit_offset;
+        d.scratch_offset = p.scratch_offset;
+      } else if (p.unit != d.unit || p.scratch_offset != next) {
+        return Unimplemented(checkpoint.dir() + ": " + slice.name + " does not follow " + parts[i - 1]->name +
+                             " in its DF11 unit; the CUDA backend runs them as one matrix");
+      }
+      next = p.scratch_offset + static_cast<uint64_t>(p.out_features) * p.in_features;
+    }
+    return d;
+  }
+  const uint64_t bytes = static_cast<uint64_t>(d.out_features) * d.in_features * 2;
+  DF11_ASSIGN_OR_RETURN(cuda::DeviceBuffer buffer, cuda::DeviceBuffer::Allocate(bytes, parts[0]->name.c_str()));
+  uint64_t offset = 0;
+  for (const LinearWeight* w : parts) {
+    DF11_ASSIGN_OR_RETURN(const uint16_t* host, df11::WeightData(*w, UnitScratch()));
+    const uint64_t part = static_cast<uint64_t>(w->out_features) * w->in_features * 2;
+    DF11_RETURN_IF_ERROR(cuda::CopyToDevice(buffer.as<char>() + offset, host, part, stream));
+    DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));  // the host side may be a temporary copy
+    offset += part;
+  }
+  weight_bytes += bytes;
+  bf16_weight_bytes += bytes;
+  resident.push_back(std::move(buffer));
+  d.plain = resident.back().as<const uint16_t>();
+  return d;
+}
+
 Status Model::LoadCuda() {
   if (CudaDeviceCount() == 0) return FailedPrecondition(checkpoint_->dir() + ": no CUDA device");
   cuda_ = std::make_unique<CudaState>();
@@ -87,13 +154,21 @@ Status Model::LoadCuda() {
   st.scratch = options_.scratch ? options_.scratch : std::make_shared<DeviceScratch>();
   const Checkpoint& ckpt = *checkpoint_;
   st.layers.resize(layers_.size());
+  // Separate q/k/v and gate/up run as one matrix each (kQkv, kGateUp: one read of the input, one
+  // launch), for DF11 and BF16 alike; their own slots stay empty.
+  const FusedGroups fused = FusedGroupsOf(config_);
   for (size_t l = 0; l < layers_.size(); ++l) {
     for (const LayerTensorSpec* spec : LayerTensorsOf(config_)) {
       if (spec->kind == TensorKind::kNorm) {
         DF11_ASSIGN_OR_RETURN(st.layers[l].vector(spec->id), st.UploadFloats(layers_[l].vector(spec->id), spec->name));
-      } else if (spec->kind == TensorKind::kMatrix) {  // with its bias
+      } else if (spec->kind == TensorKind::kMatrix && !fused.Covers(spec->id)) {  // with its bias
         DF11_ASSIGN_OR_RETURN(st.layers[l].linear(spec->id), st.UploadLinear(ckpt, layers_[l].linear(spec->id), true));
       }
+    }
+    for (const auto& [target, members] : fused.groups) {
+      std::vector<const LinearWeight*> parts;
+      for (LayerTensor id : members) parts.push_back(&layers_[l].linear(id));
+      DF11_ASSIGN_OR_RETURN(st.layers[l].linear(target), st.UploadFused(ckpt, parts));
     }
   }
   DF11_ASSIGN_OR_RETURN(st.embedding, st.UploadLinear(ckpt, embedding_, false));

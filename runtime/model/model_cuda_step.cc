@@ -70,12 +70,14 @@ StatusOr<StepBuffers> Model::CudaState::PrepareBuffers(const ModelConfig& c, int
   const uint64_t T = tokens, R = std::max<int64_t>(rows, 1), H = c.hidden_size;
   // After the layer's activations: embedding rows, selected rows, bf16 logits, fp32 logits.
   const uint64_t tail[] = {T * H, R * H, R * c.vocab_size, 2 * R * c.vocab_size};
-  uint64_t total = LayOutLayerBuffers<uint16_t>(c, tokens, kAlignElements, nullptr, nullptr);
+  const FusedGroups fused = FusedGroupsOf(c);
+  const StackedLinears stacked{c.fused_qkv || fused.Covers(LayerTensor::kQ), c.fused_gate_up || fused.Covers(LayerTensor::kGate)};
+  uint64_t total = LayOutLayerBuffers<uint16_t>(c, stacked, tokens, kAlignElements, nullptr, nullptr);
   for (uint64_t s : tail) total += AlignUp(s);
   DF11_RETURN_IF_ERROR(activations.Reserve(total * 2, "step activations"));
   StepBuffers b;
   uint16_t* p = activations.as<uint16_t>();
-  p += LayOutLayerBuffers(c, tokens, kAlignElements, p, &b.layer);
+  p += LayOutLayerBuffers(c, stacked, tokens, kAlignElements, p, &b.layer);
   uint16_t* slots[std::size(tail)];
   for (size_t i = 0; i < std::size(tail); ++i) {
     slots[i] = p;

@@ -201,9 +201,10 @@ Status Model::Step(const StepInput& input, StepOutput& output) {
     sin[sliding].resize(T * inv_freq.size());
     cpu::RopeTables(inv_freq, batch.arrays.positions, cos[sliding].data(), sin[sliding].data());
   }
-  std::vector<float> activations(LayOutLayerBuffers<float>(c, T, 1, nullptr, nullptr));
+  const StackedLinears stacked{c.fused_qkv, c.fused_gate_up};
+  std::vector<float> activations(LayOutLayerBuffers<float>(c, stacked, T, 1, nullptr, nullptr));
   LayerBuffers<float> buffers;
-  LayOutLayerBuffers(c, T, 1, activations.data(), &buffers);
+  LayOutLayerBuffers(c, stacked, T, 1, activations.data(), &buffers);
   CpuOps ops{*this, batch.arrays.HostLayout(), *input.kv_cache, cos, sin};
   DF11_RETURN_IF_ERROR(Embed(batch.tokens, buffers.hidden));
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {

@@ -4,7 +4,7 @@
 #
 # BUNDLE: built here with
 #   /work/shared/tools/bundle-libs BUNDLE build/tests/test_kernels build/tests/test_runtime \
-#       build/cli/df11 build/bench/df11_decode_bench build/bench/model_step_bench [build/bench/engine_bench]
+#       build/cli/df11 build/bench/df11_decode_bench build/bench/model_step_bench [build/bench/engine_bench] [build/bench/gemv_bench]
 #   strip --strip-debug BUNDLE/bin/*      # 226 MB -> 32 MB
 # (binaries: test_kernels test_runtime df11 df11_decode_bench model_step_bench)
 #
@@ -112,6 +112,13 @@ if [ -x "$bundle/bin/df11d" ]; then
 fi
 
 [ "${SKIP_BENCH:-}" = 1 ] && pack_and_exit
+
+if [ -x "$bundle/bin/gemv_bench" ]; then
+  begin "gemv_bench (small-batch linear vs cuBLAS)"
+  "$bundle/run" gemv_bench --json "$out/gemv_bench.json" > "$out/gemv_bench.log" 2>&1
+  tail -4 "$out/gemv_bench.log"
+  done_step gemv_bench
+fi
 
 if [ -n "${RUN_DECODE_BENCH:-}" ]; then
   ptx_arg=()

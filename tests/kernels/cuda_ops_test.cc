@@ -298,9 +298,10 @@ TEST(CudaOps, PagedAttentionMatchesCpu) {
 
 // cuBLAS GEMM (+bias through accumulate) vs the CPU matmul, and the same bits whether W sits in
 // its own allocation or at a 256-byte-aligned offset inside a larger buffer (the DF11 scratch).
+// 20 tokens run cuBLAS; GemmBias's single token runs Gemv.
 TEST(CudaOps, GemmMatchesCpuAndIsPlacementIndependent) {
   REQUIRE_GPU();
-  const int64_t tokens = 7, n = 96, k = 256;
+  const int64_t tokens = 20, n = 96, k = 256;
   const auto x = RandomBf16(tokens * k, 13), w = RandomBf16(n * k, 14, 0.05f);
   const auto bias = ToFloat(RandomBf16(n, 15));
   std::vector<float> want(tokens * n);
@@ -334,6 +335,43 @@ TEST(CudaOps, GemmMatchesCpuAndIsPlacementIndependent) {
         << t << " tokens";
   }
   cuda::DestroyStream(*stream);
+}
+
+// Gemv (the small-batch linear GemmHandle runs for 1..kGemvMaxTokens tokens) vs the CPU matmul for every token
+// count, with a bias, with accumulate, with K not a multiple of the 256 elements a warp reads per
+// step and N not a multiple of the 8 rows a block owns; the same bits twice.
+TEST(CudaOps, GemvMatchesCpuForEveryTokenCount) {
+  REQUIRE_GPU();
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{37, 264}, {96, 4096}, {1000, 1032}}) {
+    for (int64_t tokens = 1; tokens <= cuda::kGemvMaxTokens; ++tokens) {
+      SCOPED_TRACE(std::to_string(tokens) + " tokens, n " + std::to_string(n) + ", k " + std::to_string(k));
+      const auto x = RandomBf16(tokens * k, 20 + tokens), w = RandomBf16(n * k, 21, 0.05f);
+      const auto bias = ToFloat(RandomBf16(n, 22));
+      std::vector<float> want(tokens * n);
+      cpu::MatmulBf16(ToFloat(x).data(), w.data(), bias.data(), tokens, n, k, want.data(), 1);
+      auto dx = Upload(x), dw = Upload(w), dbias = Upload(bias);
+      auto y = Upload(std::vector<uint16_t>(tokens * n)), again = Upload(std::vector<uint16_t>(tokens * n));
+      ASSERT_TRUE(cuda::GemvApplies(dx.as<uint16_t>(), dw.as<uint16_t>(), tokens, k));
+      for (auto* out : {&y, &again}) {
+        ASSERT_TRUE(cuda::Gemv(dx.as<uint16_t>(), dw.as<uint16_t>(), dbias.as<float>(), tokens, n, k, false,
+                               out->as<uint16_t>(), nullptr)
+                        .ok());
+      }
+      const auto got = Download<uint16_t>(y, tokens * n);
+      EXPECT_EQ(got, Download<uint16_t>(again, tokens * n));
+      EXPECT_LE(RelError(ToFloat(got), want), 1e-2);
+      // accumulate: the bias broadcast into y first, then y += x · W^T.
+      ASSERT_TRUE(cuda::BroadcastBias(dbias.as<float>(), tokens, n, y.as<uint16_t>(), nullptr).ok());
+      ASSERT_TRUE(
+          cuda::Gemv(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, true, y.as<uint16_t>(), nullptr).ok());
+      EXPECT_LE(RelError(ToFloat(Download<uint16_t>(y, tokens * n)), want), 1e-2);
+    }
+  }
+  const auto x = Upload(RandomBf16(16, 1));
+  EXPECT_FALSE(cuda::GemvApplies(x.as<uint16_t>(), x.as<uint16_t>(), cuda::kGemvMaxTokens + 1, 8));
+  EXPECT_FALSE(cuda::GemvApplies(x.as<uint16_t>(), x.as<uint16_t>(), 1, 12));
+  EXPECT_EQ(cuda::Gemv(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 1, 1, 12, false, nullptr, nullptr).code(),
+            StatusCode::kInvalidArgument);
 }
 
 #endif  // DF11_HAVE_CUDA

@@ -4,8 +4,8 @@
 // without a device.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -178,7 +178,8 @@ TEST(CudaSampling, MatchesCpuTwinBitForBit) {
       ASSERT_EQ(got[r].error, 0);
       EXPECT_EQ(got[r].token, want[r]->token);
       if (!params[r].want_logprobs) continue;
-      EXPECT_EQ(std::memcmp(&got[r].logprob, &want[r]->logprob, 4), 0) << got[r].logprob << " vs " << want[r]->logprob;
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[r].logprob), std::bit_cast<uint32_t>(want[r]->logprob))
+          << got[r].logprob << " vs " << want[r]->logprob;
       ASSERT_EQ(got[r].num_top, static_cast<int32_t>(want[r]->top.size()));
       for (int i = 0; i < got[r].num_top; ++i) {
         EXPECT_EQ(got[r].top_ids[i], want[r]->top[i].first) << i;

@@ -1,0 +1,143 @@
+// The small-batch linear (see cuda_gemm.h, Gemv): y[T, N] = x[T, K] · W[N, K]^T for T <= 4, one warp
+// per 1 or 4 output rows, W streamed once in 16-byte loads (evict-first), x read through L1.
+// Reduction order, fixed: lane l adds its 16-byte chunks l, l + 32, l + 64, ... in order (8 fused
+// multiply-adds each), then a butterfly over the 32 lanes; the same for every row, token and call.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda_gemm.h"
+#include "kernels/cuda_ops_internal.cuh"
+
+namespace df11::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+// 16-byte W loads a lane has in flight: kLoads / kRows chunks of each of its kRows rows.
+constexpr int kLoads = 8;
+
+__device__ __forceinline__ void Dot8(const uint4& w, const uint4& x, float& acc) {
+  const uint32_t wv[4] = {w.x, w.y, w.z, w.w}, xv[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc = fmaf(__uint_as_float(wv[i] << 16), __uint_as_float(xv[i] << 16), acc);
+    acc = fmaf(__uint_as_float(wv[i] & 0xffff0000u), __uint_as_float(xv[i] & 0xffff0000u), acc);
+  }
+}
+
+// Grid: ceil(n / (kWarpsPerBlock * kRows)) blocks of kWarpsPerBlock warps; warp w of block b owns
+// rows (b * kWarpsPerBlock + w) * kRows + [0, kRows), so each x chunk read serves kRows rows.
+// bias: [n] fp32 or null; accumulate: y's old value joins the sum.
+template <int kTokens, int kRows>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    GemvKernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, const float* __restrict__ bias,
+               int64_t n, int64_t k, bool accumulate, uint16_t* __restrict__ y) {
+  const int lane = threadIdx.x % 32;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * kRows;
+  if (first >= n) return;
+  const int64_t chunks = k / 8;
+  const uint4* xs = reinterpret_cast<const uint4*>(x);
+  const uint4* wrow[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {  // rows past n read row first again; their sums are dropped
+    wrow[r] = reinterpret_cast<const uint4*>(w + (first + r < n ? first + r : first) * k);
+  }
+  float acc[kRows][kTokens];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
+  }
+  auto step = [&](const uint4 (&wv)[kRows], int64_t c) {
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+      const uint4 xv = __ldg(xs + t * chunks + c);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) Dot8(wv[r], xv, acc[r][t]);
+    }
+  };
+  constexpr int kUnroll = kLoads / kRows;
+  int64_t c = lane;
+  for (; c + 32 * (kUnroll - 1) < chunks; c += 32 * kUnroll) {
+    uint4 wv[kUnroll][kRows];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) wv[u][r] = __ldcs(wrow[r] + c + 32 * u);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) step(wv[u], c + 32 * u);
+  }
+  for (; c < chunks; c += 32) {
+    uint4 wv[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) wv[r] = __ldcs(wrow[r] + c);
+    step(wv, c);
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+      for (int offset = 16; offset > 0; offset /= 2) acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], offset);
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t row = first + r;
+      if (row >= n) break;
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        float v = acc[r][t];
+        if (bias != nullptr) v += bias[row];
+        if (accumulate) v += Bf16ToFloat(y[t * n + row]);
+        y[t * n + row] = FloatToBf16(v);
+      }
+    }
+  }
+}
+
+template <int kTokens, int kRows>
+void LaunchRows(const uint16_t* x, const uint16_t* w, const float* bias, int64_t n, int64_t k, bool accumulate,
+                uint16_t* y, cudaStream_t s) {
+  const int64_t blocks = (n + kWarpsPerBlock * kRows - 1) / (kWarpsPerBlock * kRows);
+  GemvKernel<kTokens, kRows><<<blocks, kWarpsPerBlock * 32, 0, s>>>(x, w, bias, n, k, accumulate, y);
+}
+
+// rows_per_warp 1, 2 or 4; 0 picks four where that still gives every SM a few blocks, else one.
+template <int kTokens>
+void Launch(const uint16_t* x, const uint16_t* w, const float* bias, int64_t n, int64_t k, bool accumulate,
+            uint16_t* y, int rows_per_warp, cudaStream_t s) {
+  if (rows_per_warp == 0) rows_per_warp = n >= 8192 ? 4 : 1;
+  switch (rows_per_warp) {
+    case 4: LaunchRows<kTokens, 4>(x, w, bias, n, k, accumulate, y, s); break;
+    case 2: LaunchRows<kTokens, 2>(x, w, bias, n, k, accumulate, y, s); break;
+    default: LaunchRows<kTokens, 1>(x, w, bias, n, k, accumulate, y, s); break;
+  }
+}
+
+}  // namespace
+
+bool GemvApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k) {
+  return tokens >= 1 && tokens <= kGemvMaxTokens && k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(w) % 16 == 0;
+}
+
+Status Gemv(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
+            bool accumulate, uint16_t* y, GpuStream stream, int rows_per_warp) {
+  if (!GemvApplies(x, w, tokens, k) || n <= 0 || n > (int64_t{1} << 36)) {
+    return InvalidArgument("Gemv: [" + std::to_string(tokens) + ", " + std::to_string(k) + "] x [" +
+                           std::to_string(n) + ", " + std::to_string(k) +
+                           "]^T needs 1..4 tokens, K a multiple of 8 and 16-byte aligned x and W");
+  }
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  switch (tokens) {
+    case 1: Launch<1>(x, w, bias, n, k, accumulate, y, rows_per_warp, s); break;
+    case 2: Launch<2>(x, w, bias, n, k, accumulate, y, rows_per_warp, s); break;
+    case 3: Launch<3>(x, w, bias, n, k, accumulate, y, rows_per_warp, s); break;
+    default: Launch<4>(x, w, bias, n, k, accumulate, y, rows_per_warp, s); break;
+  }
+  return CheckLaunch("GemvKernel");
+}
+
+}  // namespace df11::cuda
