@@ -1,6 +1,6 @@
 // model_step_bench: forward-step latency of a BF16 model and its DF11 twin on the GPU.
 // Usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] [--prefill N]
-//                         [--batches 1,8,32,128] [--profile]
+//                         [--batches 1,8,32,64,128] [--profile]
 // Per model (loaded one after the other): every sequence first gets P (default 512) cached
 // positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
 // decode steps where sequences 0..B-1 each append one token at position P (the same work every
@@ -36,7 +36,7 @@ struct Options {
   std::string bf16_dir, df11_dir, json_out;
   int reps = 15;
   int64_t context = 512, prefill = 2048;
-  std::vector<int64_t> batches = {1, 8, 32, 128};
+  std::vector<int64_t> batches = {1, 8, 32, 64, 128};
   bool profile = false;
 };
 
@@ -230,7 +230,7 @@ int Main(int argc, char** argv) {
   Options o;
   if (!ParseArgs(argc, argv, o)) {
     std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
-                         "[--prefill N] [--batches 1,8,32,128] [--profile]\n");
+                         "[--prefill N] [--batches 1,8,32,64,128] [--profile]\n");
     return 2;
   }
   cudaDeviceProp prop{};
