@@ -10,26 +10,28 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "bench/read_roofline.h"
 #include "bench/cuda_check.h"
+#include "bench/read_roofline.h"
 #include "kernels/cuda_gemm.h"
 
 namespace df11 {
 namespace {
-
 
 struct Shape {
   const char* name;
   int64_t n, k;
 };
 
-constexpr Shape kShapes[] = {{"q_proj/o_proj", 4096, 4096}, {"k_proj/v_proj", 1024, 4096},
-                             {"gate/up_proj", 12288, 4096}, {"down_proj", 4096, 12288},
+constexpr Shape kShapes[] = {{"q_proj/o_proj", 4096, 4096},
+                             {"k_proj/v_proj", 1024, 4096},
+                             {"gate/up_proj", 12288, 4096},
+                             {"down_proj", 4096, 12288},
                              {"lm_head", 151936, 4096}};
 
 uint16_t Bf16(float f) {
@@ -74,11 +76,11 @@ int Main(int argc, char** argv) {
   if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) return 1;
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
-  std::string json = "{\"gpu\": \"" + std::string(prop.name) + "\", \"read_roofline_tbs\": " +
-                     std::to_string(roofline / 1e12) + ", \"results\": [";
+  std::string json = "{\"gpu\": \"" + std::string(prop.name) +
+                     "\", \"read_roofline_tbs\": " + std::to_string(roofline / 1e12) + ", \"results\": [";
   bool first_row = true;
-  std::printf("%-14s %6s | %-24s | %9s %9s %9s %9s %9s | best vs cuBLAS\n", "linear", "tokens", "", "cuBLAS",
-              "gemv r1", "gemv r2", "gemv r4", "gemv auto");
+  std::printf("%-14s %6s | %-24s | %9s %9s %9s %9s %9s | best vs cuBLAS\n", "linear", "tokens", "", "cuBLAS", "gemv r1",
+              "gemv r2", "gemv r4", "gemv auto");
   for (const Shape& s : kShapes) {
     const uint64_t w_bytes = static_cast<uint64_t>(s.n) * s.k * 2;
     const int copies = static_cast<int>(std::max<uint64_t>(1, (uint64_t{1} << 30) / w_bytes + 1));
@@ -86,8 +88,8 @@ int Main(int argc, char** argv) {
     for (auto& v : host) v = Bf16(dist(rng));
     uint16_t* w = nullptr;
     CK(cudaMalloc(&w, w_bytes * copies));
-    for (int c = 0; c < copies; ++c) CK(cudaMemcpy(w + static_cast<size_t>(c) * s.n * s.k, host.data(), w_bytes,
-                                                   cudaMemcpyHostToDevice));
+    for (int c = 0; c < copies; ++c)
+      CK(cudaMemcpy(w + static_cast<size_t>(c) * s.n * s.k, host.data(), w_bytes, cudaMemcpyHostToDevice));
     uint16_t *x = nullptr, *y = nullptr;
     CK(cudaMalloc(&x, cuda::kGemvMaxTokens * s.k * 2));
     CK(cudaMalloc(&y, cuda::kGemvMaxTokens * s.n * 2));
@@ -116,11 +118,11 @@ int Main(int argc, char** argv) {
                   static_cast<long>(t), cublas, gemv[0], gemv[1], gemv[2], gemv[3], cublas / best);
       std::printf("%-14s %6s |                          | %8.1f%% %8.1f%% %8.1f%% %8.1f%% %8.1f%% |\n", "", "",
                   pct(cublas), pct(gemv[0]), pct(gemv[1]), pct(gemv[2]), pct(gemv[3]));
-      json += std::string(first_row ? "" : ",") + "\n  {\"linear\": \"" + s.name + "\", \"n\": " +
-              std::to_string(s.n) + ", \"k\": " + std::to_string(s.k) + ", \"tokens\": " + std::to_string(t) +
+      json += std::string(first_row ? "" : ",") + "\n  {\"linear\": \"" + s.name + "\", \"n\": " + std::to_string(s.n) +
+              ", \"k\": " + std::to_string(s.k) + ", \"tokens\": " + std::to_string(t) +
               ", \"cublas_ms\": " + std::to_string(cublas) + ", \"gemv_rows1_ms\": " + std::to_string(gemv[0]) +
-              ", \"gemv_rows2_ms\": " + std::to_string(gemv[1]) + ", \"gemv_rows4_ms\": " +
-              std::to_string(gemv[2]) + ", \"gemv_auto_ms\": " + std::to_string(gemv[3]) + "}";
+              ", \"gemv_rows2_ms\": " + std::to_string(gemv[1]) + ", \"gemv_rows4_ms\": " + std::to_string(gemv[2]) +
+              ", \"gemv_auto_ms\": " + std::to_string(gemv[3]) + "}";
       first_row = false;
     }
     CK(cudaFree(w));
@@ -136,4 +138,11 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace df11
 
-int main(int argc, char** argv) { return df11::Main(argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return df11::Main(argc, argv);
+  } catch (const std::exception& e) {  // e.g. JSON or allocation failures: a message, not an abort
+    std::fprintf(stderr, "%s: %s\n", "gemv_bench", e.what());
+    return 1;
+  }
+}

@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <exception>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -270,4 +271,11 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace df11
 
-int main(int argc, char** argv) { return df11::Main(argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return df11::Main(argc, argv);
+  } catch (const std::exception& e) {  // e.g. JSON or allocation failures: a message, not an abort
+    std::fprintf(stderr, "%s: %s\n", "model_step_bench", e.what());
+    return 1;
+  }
+}

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
   }
-  auto step = [&](const uint4 (&wv)[kRows], int64_t c) {
+  auto step = [&](const uint4(&wv)[kRows], int64_t c) {
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
       const uint4 xv = __ldg(xs + t * chunks + c);
@@ -106,13 +106,19 @@ void LaunchRows(const uint16_t* x, const uint16_t* w, const float* bias, int64_t
 
 // rows_per_warp 1, 2 or 4; 0 picks four where that still gives every SM a few blocks, else one.
 template <int kTokens>
-void Launch(const uint16_t* x, const uint16_t* w, const float* bias, int64_t n, int64_t k, bool accumulate,
-            uint16_t* y, int rows_per_warp, cudaStream_t s) {
+void Launch(const uint16_t* x, const uint16_t* w, const float* bias, int64_t n, int64_t k, bool accumulate, uint16_t* y,
+            int rows_per_warp, cudaStream_t s) {
   if (rows_per_warp == 0) rows_per_warp = n >= 8192 ? 4 : 1;
   switch (rows_per_warp) {
-    case 4: LaunchRows<kTokens, 4>(x, w, bias, n, k, accumulate, y, s); break;
-    case 2: LaunchRows<kTokens, 2>(x, w, bias, n, k, accumulate, y, s); break;
-    default: LaunchRows<kTokens, 1>(x, w, bias, n, k, accumulate, y, s); break;
+    case 4:
+      LaunchRows<kTokens, 4>(x, w, bias, n, k, accumulate, y, s);
+      break;
+    case 2:
+      LaunchRows<kTokens, 2>(x, w, bias, n, k, accumulate, y, s);
+      break;
+    default:
+      LaunchRows<kTokens, 1>(x, w, bias, n, k, accumulate, y, s);
+      break;
   }
 }
 
@@ -126,16 +132,24 @@ bool GemvApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k
 Status Gemv(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
             bool accumulate, uint16_t* y, GpuStream stream, int rows_per_warp) {
   if (!GemvApplies(x, w, tokens, k) || n <= 0 || n > (int64_t{1} << 36)) {
-    return InvalidArgument("Gemv: [" + std::to_string(tokens) + ", " + std::to_string(k) + "] x [" +
-                           std::to_string(n) + ", " + std::to_string(k) +
+    return InvalidArgument("Gemv: [" + std::to_string(tokens) + ", " + std::to_string(k) + "] x [" + std::to_string(n) +
+                           ", " + std::to_string(k) +
                            "]^T needs 1..4 tokens, K a multiple of 8 and 16-byte aligned x and W");
   }
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   switch (tokens) {
-    case 1: Launch<1>(x, w, bias, n, k, accumulate, y, rows_per_warp, s); break;
-    case 2: Launch<2>(x, w, bias, n, k, accumulate, y, rows_per_warp, s); break;
-    case 3: Launch<3>(x, w, bias, n, k, accumulate, y, rows_per_warp, s); break;
-    default: Launch<4>(x, w, bias, n, k, accumulate, y, rows_per_warp, s); break;
+    case 1:
+      Launch<1>(x, w, bias, n, k, accumulate, y, rows_per_warp, s);
+      break;
+    case 2:
+      Launch<2>(x, w, bias, n, k, accumulate, y, rows_per_warp, s);
+      break;
+    case 3:
+      Launch<3>(x, w, bias, n, k, accumulate, y, rows_per_warp, s);
+      break;
+    default:
+      Launch<4>(x, w, bias, n, k, accumulate, y, rows_per_warp, s);
+      break;
   }
   return CheckLaunch("GemvKernel");
 }
