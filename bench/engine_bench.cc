@@ -1,6 +1,6 @@
 // engine_bench: serving throughput of the Engine (scheduler/engine.h) at several concurrency
 // levels: C client streams each keep one request in flight (prompt P random ids, exactly O
-// generated tokens, greedy, ignore_eos) until every stream has finished R requests (R = 1 by
+// generated tokens, greedy unless --temperature > 0, ignore_eos) until every stream has finished R requests (R = 1 by
 // default, so a level submits C requests at once). With several --model flags, every stream's
 // requests go round-robin over the models (all served at once by one engine).
 // Reports per level: output tokens/s (generated tokens / wall seconds), mean and p99 inter-token
@@ -9,6 +9,7 @@
 // Usage: engine_bench --model NAME=DIR [--model NAME=DIR ...] [--device cpu|cuda]
 //          [--concurrency 1,8,32,64,128] [--prompt 512] [--output 256] [--requests-per-stream 1]
 //          [--max-batched-tokens 2048] [--kv-memory BYTES] [--max-model-bytes BYTES] [--json]
+//          [--temperature T] [--top-p P] [--frequency-penalty F]  (seeded: request n uses seed n)
 // On CUDA without --kv-memory the KV budget is 0.9 x the free memory after the first model's
 // weights; to serve two models pass --max-model-bytes (room kept for all weights) or --kv-memory.
 #include <algorithm>
@@ -37,13 +38,15 @@ struct BenchOptions {
   int prompt = 512, output = 256, requests_per_stream = 1;
   int64_t max_batched_tokens = 2048, kv_memory = 0, max_model_bytes = 0;
   bool json = false;
+  float temperature = 0.0f, top_p = 1.0f, frequency_penalty = 0.0f;  // every request's sampling
 };
 
 [[noreturn]] void Usage(const std::string& error) {
   std::cerr << "engine_bench: " << error << "\n"
             << "usage: engine_bench --model NAME=DIR [--model ...] [--device cpu|cuda] [--concurrency 1,8,32]\n"
             << "                    [--prompt N] [--output N] [--requests-per-stream N] [--max-batched-tokens N]\n"
-            << "                    [--kv-memory BYTES] [--max-model-bytes BYTES] [--json]\n";
+            << "                    [--kv-memory BYTES] [--max-model-bytes BYTES] [--json]\n"
+            << "                    [--temperature T] [--top-p P] [--frequency-penalty F]\n";
   std::exit(2);
 }
 
@@ -55,6 +58,16 @@ int64_t ParseInt(const std::string& flag, const std::string& v) {
   } catch (const std::exception&) {
   }
   Usage(flag + " needs a positive integer, got '" + v + "'");
+}
+
+float ParseFloat(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    const float f = std::stof(v, &used);
+    if (used == v.size()) return f;
+  } catch (const std::exception&) {
+  }
+  Usage(flag + " needs a number, got '" + v + "'");
 }
 
 BenchOptions Parse(int argc, char** argv) {
@@ -92,6 +105,12 @@ BenchOptions Parse(int argc, char** argv) {
       o.max_model_bytes = ParseInt(a, value());
     } else if (a == "--json") {
       o.json = true;
+    } else if (a == "--temperature") {
+      o.temperature = ParseFloat(a, value());
+    } else if (a == "--top-p") {
+      o.top_p = ParseFloat(a, value());
+    } else if (a == "--frequency-penalty") {
+      o.frequency_penalty = ParseFloat(a, value());
     } else {
       Usage("unknown argument '" + a + "'");
     }
@@ -135,7 +154,10 @@ nlohmann::json RunLevel(Engine& engine, const BenchOptions& o, int concurrency, 
     r.model = model;
     std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(std::min<int64_t>(vocab[model], 30000)) - 1);
     for (int i = 0; i < o.prompt; ++i) r.prompt_tokens.push_back(id(rng));
-    r.sampling.temperature = 0;
+    r.sampling.temperature = o.temperature;
+    r.sampling.top_p = o.top_p;
+    r.sampling.frequency_penalty = o.frequency_penalty;
+    r.sampling.seed = static_cast<uint64_t>(n);
     r.max_tokens = o.output;
     r.ignore_eos = true;
     return r;
@@ -256,6 +278,7 @@ int Main(int argc, char** argv) {
   }
   out["device"] = DeviceName(o.device);
   out["prompt"] = o.prompt;
+  out["sampling"] = {{"temperature", o.temperature}, {"top_p", o.top_p}, {"frequency_penalty", o.frequency_penalty}};
   out["output"] = o.output;
   for (int level : o.concurrency) {
     nlohmann::json r = RunLevel(**engine, o, level, c);
