@@ -14,6 +14,7 @@
 // weights; to serve two models pass --max-model-bytes (room kept for all weights) or --kv-memory.
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <condition_variable>
 #include <cstdio>
 #include <functional>
@@ -301,4 +302,11 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace df11
 
-int main(int argc, char** argv) { return df11::Main(argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return df11::Main(argc, argv);
+  } catch (const std::exception& e) {  // e.g. JSON or allocation failures: a message, not an abort
+    std::fprintf(stderr, "engine_bench: %s\n", e.what());
+    return 1;
+  }
+}
