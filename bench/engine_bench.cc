@@ -14,7 +14,6 @@
 // weights; to serve two models pass --max-model-bytes (room kept for all weights) or --kv-memory.
 #include <algorithm>
 #include <chrono>
-#include <exception>
 #include <condition_variable>
 #include <cstdio>
 #include <functional>
@@ -27,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "scheduler/engine.h"
 
 namespace df11 {
@@ -51,24 +51,28 @@ struct BenchOptions {
   std::exit(2);
 }
 
-int64_t ParseInt(const std::string& flag, const std::string& v) {
+// `v` read whole by `parse` (std::stoll, std::stof) and accepted by `ok`, else Usage naming the flag.
+template <typename ParseFn, typename OkFn>
+auto ParseWhole(const std::string& flag, const std::string& v, const char* what, ParseFn parse, OkFn ok) {
   try {
     size_t used = 0;
-    const long long n = std::stoll(v, &used);
-    if (used == v.size() && n > 0) return n;
+    const auto x = parse(v, &used);
+    if (used == v.size() && ok(x)) return x;
   } catch (const std::exception&) {
   }
-  Usage(flag + " needs a positive integer, got '" + v + "'");
+  Usage(flag + " needs " + what + ", got '" + v + "'");
+}
+
+int64_t ParseInt(const std::string& flag, const std::string& v) {
+  return ParseWhole(
+      flag, v, "a positive integer", [](const std::string& s, size_t* used) { return std::stoll(s, used); },
+      [](long long n) { return n > 0; });
 }
 
 float ParseFloat(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    const float f = std::stof(v, &used);
-    if (used == v.size()) return f;
-  } catch (const std::exception&) {
-  }
-  Usage(flag + " needs a number, got '" + v + "'");
+  return ParseWhole(
+      flag, v, "a number", [](const std::string& s, size_t* used) { return std::stof(s, used); },
+      [](float) { return true; });
 }
 
 BenchOptions Parse(int argc, char** argv) {
@@ -302,11 +306,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace df11
 
-int main(int argc, char** argv) {
-  try {
-    return df11::Main(argc, argv);
-  } catch (const std::exception& e) {  // e.g. JSON or allocation failures: a message, not an abort
-    std::fprintf(stderr, "engine_bench: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return df11::RunBenchMain("engine_bench", df11::Main, argc, argv); }

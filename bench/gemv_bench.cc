@@ -10,12 +10,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/cuda_check.h"
 #include "bench/read_roofline.h"
 #include "kernels/cuda_gemm.h"
@@ -138,11 +138,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace df11
 
-int main(int argc, char** argv) {
-  try {
-    return df11::Main(argc, argv);
-  } catch (const std::exception& e) {  // e.g. JSON or allocation failures: a message, not an abort
-    std::fprintf(stderr, "%s: %s\n", "gemv_bench", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return df11::RunBenchMain("gemv_bench", df11::Main, argc, argv); }

@@ -17,7 +17,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <exception>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -25,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/read_roofline.h"
 #include "runtime/model/model.h"
 
@@ -271,11 +271,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace df11
 
-int main(int argc, char** argv) {
-  try {
-    return df11::Main(argc, argv);
-  } catch (const std::exception& e) {  // e.g. JSON or allocation failures: a message, not an abort
-    std::fprintf(stderr, "%s: %s\n", "model_step_bench", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return df11::RunBenchMain("model_step_bench", df11::Main, argc, argv); }

@@ -23,9 +23,10 @@ int32_t Draw(std::span<const float> logits, const SamplingParams& p, uint64_t st
   int64_t n = p.top_k > 0 && p.top_k < vocab ? p.top_k : vocab;
   const std::vector<int32_t> order = SortedIds(logits, n);
   const float max_logit = logits[order[0]];
-  auto weight = [&](int64_t i) { return sampling::Weight(logits[order[i]], max_logit, p.temperature); };
-  const double z = sampling::ChunkedSum(n, weight);
-  auto q = [&](int64_t i) { return weight(i) / z; };
+  std::vector<double> weights(n);  // exp once per candidate; the sums below read it several times
+  for (int64_t i = 0; i < n; ++i) weights[i] = sampling::Weight(logits[order[i]], max_logit, p.temperature);
+  const double z = sampling::ChunkedSum(n, [&](int64_t i) { return weights[i]; });
+  auto q = [&](int64_t i) { return weights[i] / z; };
   if (p.top_p < 1.0f) n = sampling::PrefixCut(n, p.top_p, /*strict=*/false, q);
   if (p.min_p > 0.0f) {
     const double floor = p.min_p * q(0);

@@ -1,7 +1,6 @@
 // One model's requests, KV blocks and steps (see model_slot.h).
 #include "scheduler/model_slot.h"
 
-
 #include <algorithm>
 
 #include "scheduler/planner.h"

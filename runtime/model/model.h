@@ -134,6 +134,8 @@ class Model {
   Status Embed(const std::vector<int32_t>& tokens, float* hidden);
   Status Linear(const LinearWeight& w, const float* x, int64_t tokens, float* y);
   Status Logits(const StepBatch& batch, const float* hidden, StepOutput& output);
+  // Whether the step samples its rows (Validate: every sequence with rows asks, or none does).
+  static bool SamplesRows(const StepInput& input, const StepOutput& output);
   // CPU backend: output.samples from output.logits, rows in parallel; clears the logits.
   void SampleOnHost(const StepInput& input, StepOutput& output);
   Status LoadCuda();                                            // model_cuda_load.cc

@@ -67,6 +67,8 @@ struct FusedGroups {
   }
 };
 FusedGroups FusedGroupsOf(const ModelConfig& c);
+// Which projections a CUDA layer runs as one matrix: the checkpoint's fused ones and FusedGroupsOf's.
+StackedLinears CudaStackedLinears(const ModelConfig& c);
 
 // Buffers of one step, carved from CudaState::activations (each 256-byte aligned), bf16.
 struct StepBuffers {
@@ -94,6 +96,7 @@ struct Model::CudaState {
   const float *inv_freq_global = nullptr, *inv_freq_local = nullptr;
 
   // Per step.
+  StackedLinears stacked;            // CudaStackedLinears(config), set at load
   int loaded_unit = -1;              // unit decoded in the scratch now (-1: none / unknown)
   cuda::DeviceBuffer activations;    // bf16 buffers of the step, grown on demand
   cuda::DeviceBuffer batch_arrays;   // int32 token/position/table arrays of the step

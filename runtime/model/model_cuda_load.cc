@@ -23,6 +23,11 @@ FusedGroups FusedGroupsOf(const ModelConfig& c) {
   return f;
 }
 
+StackedLinears CudaStackedLinears(const ModelConfig& c) {
+  const FusedGroups fused = FusedGroupsOf(c);
+  return {c.fused_qkv || fused.Covers(LayerTensor::kQ), c.fused_gate_up || fused.Covers(LayerTensor::kGate)};
+}
+
 StatusOr<const float*> Model::CudaState::UploadFloats(const std::vector<float>& values, const char* what) {
   if (values.empty()) return static_cast<const float*>(nullptr);
   const uint64_t bytes = values.size() * sizeof(float);
@@ -157,6 +162,7 @@ Status Model::LoadCuda() {
   // Separate q/k/v and gate/up run as one matrix each (kQkv, kGateUp: one read of the input, one
   // launch), for DF11 and BF16 alike; their own slots stay empty.
   const FusedGroups fused = FusedGroupsOf(config_);
+  st.stacked = CudaStackedLinears(config_);
   for (size_t l = 0; l < layers_.size(); ++l) {
     for (const LayerTensorSpec* spec : LayerTensorsOf(config_)) {
       if (spec->kind == TensorKind::kNorm) {

@@ -70,8 +70,6 @@ StatusOr<StepBuffers> Model::CudaState::PrepareBuffers(const ModelConfig& c, int
   const uint64_t T = tokens, R = std::max<int64_t>(rows, 1), H = c.hidden_size;
   // After the layer's activations: embedding rows, selected rows, bf16 logits, fp32 logits.
   const uint64_t tail[] = {T * H, R * H, R * c.vocab_size, 2 * R * c.vocab_size};
-  const FusedGroups fused = FusedGroupsOf(c);
-  const StackedLinears stacked{c.fused_qkv || fused.Covers(LayerTensor::kQ), c.fused_gate_up || fused.Covers(LayerTensor::kGate)};
   uint64_t total = LayOutLayerBuffers<uint16_t>(c, stacked, tokens, kAlignElements, nullptr, nullptr);
   for (uint64_t s : tail) total += AlignUp(s);
   DF11_RETURN_IF_ERROR(activations.Reserve(total * 2, "step activations"));
@@ -246,7 +244,7 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
                                              b.logits_f32, stream));
   }
   output.samples.clear();
-  if (R > 0 && input.sequences[output.rows[0].first].sample) {
+  if (SamplesRows(input, output)) {
     output.logits.clear();
     DF11_RETURN_IF_ERROR(st.Sample(input, b.logits_f32, vocab, output));
   } else {

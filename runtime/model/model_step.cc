@@ -215,9 +215,13 @@ Status Model::Step(const StepInput& input, StepOutput& output) {
   return Status::Ok();
 }
 
+bool Model::SamplesRows(const StepInput& input, const StepOutput& output) {
+  return !output.rows.empty() && input.sequences[output.rows[0].first].sample.has_value();
+}
+
 void Model::SampleOnHost(const StepInput& input, StepOutput& output) {
   output.samples.clear();
-  if (output.rows.empty() || !input.sequences[output.rows[0].first].sample) return;
+  if (!SamplesRows(input, output)) return;
   const int64_t rows = static_cast<int64_t>(output.rows.size()), vocab = output.vocab_size;
   output.samples.assign(rows, StatusOr<SampleResult>(Internal("not sampled")));
   // Rows are independent and pure: they run in parallel, a few per thread.
