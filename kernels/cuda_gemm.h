@@ -17,7 +17,8 @@ namespace df11::cuda {
 // The small-batch linear (cuda_gemv.cu): y[T, N] = x[T, K] · W[N, K]^T (+ bias [N] fp32 holding bf16
 // values) (+ y's old value when accumulate), fp32 accumulation rounded to bf16 once, for
 // 1 <= T <= kGemvMaxTokens. Decode steps read every weight once per step; on an H100 this beats
-// cuBLAS by 4-35% per linear up to 4 tokens and loses at 8 (bench/results/gemv_h100.log).
+// cuBLAS on every linear at 1-2 tokens (1.03-1.33x), is mixed at 3-4 (0.81-1.97x) and loses at 8
+// (bench/results/gemv_h100.log).
 // Deterministic: a fixed order per row, whatever N (cuda_gemv.cu).
 inline constexpr int64_t kGemvMaxTokens = 4;
 // Whether Gemv takes these operands: T in [1, kGemvMaxTokens], K % 8 == 0, x and W 16-byte aligned.
