@@ -1,6 +1,6 @@
 // model_step_bench: forward-step latency of a BF16 model and its DF11 twin on the GPU.
 // Usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] [--prefill N]
-//                         [--batches 1,8,32,64,128] [--profile]
+//                         [--batches 1,8,32,64,128] [--profile] [--eager]
 // Per model (loaded one after the other): every sequence first gets P (default 512) cached
 // positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
 // decode steps where sequences 0..B-1 each append one token at position P (the same work every
@@ -12,6 +12,8 @@
 // --profile: after the timed runs, --reps more with CUDA events around every GEMM and the
 // attention (KV write + kernel); prints medians of gemm / attention / decompress / rest, where rest
 // (norms, rope, activations, host work, logits copy) = profiled step - the three.
+// Decode steps replay CUDA graphs (ModelOptions::cuda_graphs; profiled runs never do); --eager
+// runs them op by op.
 // Every decode line also gives its floor: the model's weights plus each sequence's KV read once at
 // the read roofline measured first (read_roofline.h), and the step's ratio to it.
 #include <cuda_runtime.h>
@@ -39,6 +41,7 @@ struct Options {
   int64_t context = 512, prefill = 2048;
   std::vector<int64_t> batches = {1, 8, 32, 64, 128};
   bool profile = false;
+  bool eager = false;
 };
 
 constexpr int64_t kBlockSize = 16;
@@ -116,7 +119,7 @@ json ProfileOf(const Timing& t, const char* label) {
 // read_bytes_per_s: the read roofline (read_roofline.h); a decode step's floor is its weights plus
 // every sequence's KV read once at that rate.
 StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_bytes_per_s) {
-  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda}));
+  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda, .cuda_graphs = !o.eager}));
   const ModelConfig& c = model->config();
   const LoadReport& r = model->load_report();
   const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
@@ -144,6 +147,7 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
   }
   const int64_t kv_bytes_per_sequence = KvCache::BytesPerBlock(c, kBlockSize, Device::kCuda) * ctx_blocks;
   json result = {{"dir", dir},
+                 {"cuda_graphs", !o.eager},
                  {"df11", r.df11},
                  {"weight_bytes", r.weight_bytes},
                  {"bf16_weight_bytes", r.bf16_weight_bytes},
@@ -213,6 +217,8 @@ bool ParseArgs(int argc, char** argv, Options& o) {
       o.prefill = std::atoll(value().c_str());
     } else if (a == "--profile") {
       o.profile = true;
+    } else if (a == "--eager") {
+      o.eager = true;
     } else if (a == "--batches") {
       o.batches.clear();
       std::stringstream in(value());
@@ -231,7 +237,8 @@ int Main(int argc, char** argv) {
   Options o;
   if (!ParseArgs(argc, argv, o)) {
     std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
-                         "[--prefill N] [--batches 1,8,32,64,128] [--profile]\n");
+                         "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager]
+");
     return 2;
   }
   cudaDeviceProp prop{};

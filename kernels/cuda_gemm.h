@@ -49,6 +49,9 @@ class GemmHandle {
   // configuration the library refuses broadcasts the bias into y and accumulates.
   Status GemmBias(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
                   uint16_t* y, GpuStream stream);
+  // Sizes GemmBias's bf16 bias buffer for biases up to n elements now, so no later call allocates
+  // (CUDA graphs keep the buffer's address).
+  Status ReserveBias(int64_t n) { return bias_bf16_.Reserve(static_cast<uint64_t>(n) * 2, "bf16 bias"); }
 
  private:
   Status LtGemmBias(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t tokens, int64_t n, int64_t k,

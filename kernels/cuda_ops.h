@@ -63,6 +63,10 @@ class EventTimer {
   Status Begin(GpuStream stream);
   Status End(GpuStream stream);
   StatusOr<double> Seconds() const;  // sum over Begin/End pairs since Reset
+  // CUDA graphs: the pairs a captured region recorded (its events are graph nodes, recorded
+  // again on each replay), and Restore to count them after a replay that skipped Begin/End.
+  size_t used() const { return used_; }
+  void Restore(size_t used) { used_ = used; }
 
  private:
   std::vector<void*> events_;  // cudaEvent_t, created lazily; pairs (begin, end)

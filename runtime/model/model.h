@@ -40,6 +40,9 @@ struct ModelOptions {
   // > 0: RESOURCE_EXHAUSTED before any weight is uploaded when the resident weights plus the
   // decode scratch would need more bytes than this (the engine passes what its budget leaves).
   uint64_t max_resident_bytes = 0;
+  // kCuda: decode-only steps (one new token per sequence, not profiled) replay a CUDA graph per
+  // batch size once captured; false runs every step op by op (the same kernels, the same bits).
+  bool cuda_graphs = true;
 };
 
 // How to sample a sequence's logits rows (sampler.h).

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -15,6 +17,7 @@
 
 #if DF11_HAVE_CUDA
 #include "kernels/cuda_gemm.h"
+#include "kernels/cuda_graph.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_sampling.h"
 #include "kernels/df11_decode_cuda.h"
@@ -104,6 +107,16 @@ struct Model::CudaState {
   cuda::DeviceBuffer sampler_workspace;    // cuda::SamplingWorkspaceBytes, reserved at load
   cuda::DeviceBuffer sampler_inputs;       // DeviceSampleRow rows, then PenaltyEntry rows
   cuda::DeviceBuffer sampler_outputs;      // SampledRow rows
+  // Decode steps replay a graph per (tokens, rounded max keys) once captured, while the buffers,
+  // scratch and KV pools it baked in stay where they were.
+  struct StepGraph {
+    int64_t tokens = 0, max_keys = 0;
+    std::array<uint64_t, 6> pointers{};  // buffers, scratch and KV pool it baked in, KV blocks
+    size_t decode_events = 0;  // decode_timer events the graph records
+    cuda::GraphExec exec;
+  };
+  static constexpr size_t kMaxStepGraphs = 64;
+  std::vector<StepGraph> graphs;
   cuda::EventTimer decode_timer;
   cuda::EventTimer gemm_timer, attention_timer;  // StepInput::profile
   bool profile = false;
@@ -124,6 +137,10 @@ struct Model::CudaState {
   StatusOr<const uint16_t*> WeightData(const DeviceLinear& w);
   // y[T, out] = x[T, in] · W^T (+ bias), bf16.
   Status Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y);
+  // Enqueues `forward` on the stream: the graph captured for this shape and these pointers, or
+  // (the first time) a capture of it, then its replay.
+  Status ReplayOrCapture(int64_t tokens, int64_t max_keys, const std::array<uint64_t, 6>& pointers,
+                         const std::function<Status()>& forward);
   // output.samples from logits [rows, vocab] fp32 on the device (model_cuda_sample.cc); waits
   // for the stream.
   Status Sample(const StepInput& input, float* logits, int64_t vocab, StepOutput& output);

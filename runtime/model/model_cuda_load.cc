@@ -191,6 +191,14 @@ Status Model::LoadCuda() {
   DF11_ASSIGN_OR_RETURN(st.inv_freq_local, st.UploadFloats(rope_local_.inv_freq, "rope"));
   st.weight_bytes = weights;  // rotary tables are not weights
   st.bf16_weight_bytes = bf16;
+  int64_t longest_bias = 0;  // GemmBias's buffer sized now: CUDA graphs keep its address
+  for (const DeviceLayer& layer : st.layers) {
+    for (const DeviceLinear& w : layer.linears) {
+      if (w.bias != nullptr) longest_bias = std::max(longest_bias, w.out_features);
+    }
+  }
+  if (st.lm_head.bias != nullptr) longest_bias = std::max(longest_bias, st.lm_head.out_features);
+  if (longest_bias > 0) DF11_RETURN_IF_ERROR(st.gemm.ReserveBias(longest_bias));
   DF11_RETURN_IF_ERROR(st.scratch->Reserve(st.scratch_needed));
   DF11_RETURN_IF_ERROR(st.PrepareBuffers(config_, 256, 1).status());
   DF11_RETURN_IF_ERROR(

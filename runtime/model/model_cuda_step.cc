@@ -3,8 +3,10 @@
 // into the scratch right before their layer; embedding rows of DF11 models decode in one launch
 // (only the step's distinct tokens).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "runtime/model/model_cuda.h"
@@ -17,7 +19,8 @@ namespace df11 {
 namespace {
 
 // The step's int32 arrays (step_batch.h), packed for one upload: tokens, embedding row per token,
-// the BatchLayout arrays, logits rows, attention tiles; offsets in int32 elements.
+// the BatchLayout arrays, logits rows, attention tiles, block tables (then the DF11 embedding's
+// decode items); offsets in int32 elements.
 struct PackedBatch {
   size_t num_tokens = 0;
   std::vector<int32_t> data;
@@ -56,11 +59,13 @@ PackedBatch Pack(const StepBatch& batch, int64_t tile_tokens) {
   p.positions = append(a.positions);
   p.token_seq = append(a.token_seq);
   p.table_begin = append(a.table_begin);
-  p.tables = append(a.tables);
   p.rows = append(batch.row_tokens);
   const std::vector<int32_t> tiles = AttentionTiles(a.token_seq, tile_tokens, &p.tile_tokens);
   p.num_tiles = tiles.size() / 2;
   p.tiles = append(tiles);
+  // Last: the only array whose length changes between decode steps of one batch (CUDA graphs
+  // keep every offset before it).
+  p.tables = append(a.tables);
   return p;
 }
 
@@ -114,6 +119,29 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
     DF11_RETURN_IF_ERROR(gemm.Gemm(x, data, tokens, w.out_features, w.in_features, false, y));
   }
   return profile ? gemm_timer.End(stream) : Status::Ok();
+}
+
+Status Model::CudaState::ReplayOrCapture(int64_t tokens, int64_t max_keys, const std::array<uint64_t, 6>& pointers,
+                                         const std::function<Status()>& forward) {
+  for (const StepGraph& g : graphs) {
+    if (g.tokens == tokens && g.max_keys == max_keys && g.pointers == pointers) {
+      decode_timer.Restore(decode_timer.used() + g.decode_events);
+      return g.exec.Launch(stream);
+    }
+  }
+  // Captures anew; graphs whose buffers moved (a bigger step grew them) can never replay again.
+  std::erase_if(graphs, [&](const StepGraph& g) { return g.pointers != pointers; });
+  if (graphs.size() >= kMaxStepGraphs) graphs.erase(graphs.begin());
+  const size_t events_before = decode_timer.used();
+  DF11_RETURN_IF_ERROR(cuda::BeginCapture(stream));
+  Status st = forward();
+  if (!st.ok()) {
+    cuda::AbortCapture(stream);
+    return st;
+  }
+  DF11_ASSIGN_OR_RETURN(cuda::GraphExec exec, cuda::EndCapture(stream));
+  graphs.push_back({tokens, max_keys, pointers, decode_timer.used() - events_before, std::move(exec)});
+  return graphs.back().exec.Launch(stream);
 }
 
 // The CUDA ops of the decoder layer (decoder_layer.h): bf16 activations on one stream.
@@ -194,13 +222,20 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
     hb.data.resize(AlignUp(embed_items + items.size() * sizeof(Df11DecodeItem) / 4));
     std::memcpy(hb.data.data() + embed_items, items.data(), items.size() * sizeof(Df11DecodeItem));
   }
-  DF11_RETURN_IF_ERROR(st.batch_arrays.Reserve(hb.data.size() * 4, "step batch arrays"));
+  if (hb.data.size() * 4 > st.batch_arrays.bytes()) {  // doubling: decode steps' tables grow a little each
+    DF11_RETURN_IF_ERROR(st.batch_arrays.Reserve(hb.data.size() * 8, "step batch arrays"));
+  }
   DF11_RETURN_IF_ERROR(cuda::CopyToDevice(st.batch_arrays.data(), hb.data.data(), hb.data.size() * 4, stream));
   const int32_t* arrays = st.batch_arrays.as<const int32_t>();
   BatchLayout layout = hb.Layout(arrays);
   for (const SequenceInput& s : input.sequences) {  // split-KV decode: the longest sequence's keys
     layout.max_keys = std::max<int64_t>(layout.max_keys, s.num_cached + static_cast<int64_t>(s.tokens.size()));
   }
+  // Rounded up to a power of two (at least 64), so a graph captured for one decode step serves the
+  // next ones; eager steps round alike and split their keys the same way (same bits).
+  int64_t keys = 64;
+  while (keys < layout.max_keys) keys *= 2;
+  layout.max_keys = keys;
   DF11_RETURN_IF_ERROR(st.attention_workspace.Reserve(cuda::AttentionWorkspaceFloats(c.head_dim) * 4,
                                                       "attention split-KV workspace"));
   layout.split_workspace = st.attention_workspace.as<float>();
@@ -210,13 +245,9 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   st.attention_timer.Reset();
   st.profile = input.profile;
 
-  // Embedding.
-  const int64_t H = c.hidden_size;
-  const float scale = static_cast<float>(c.embedding_scale);
-  uint16_t* hidden = b.layer.hidden;
-  if (st.embedding.unit < 0) {
-    DF11_RETURN_IF_ERROR(cuda::EmbeddingGather(st.embedding.plain, arrays + hb.tokens, T, H, scale, hidden, stream));
-  } else {
+  const int64_t H = c.hidden_size, vocab = c.vocab_size;
+  output.vocab_size = vocab;
+  if (st.embedding.unit >= 0) {  // DF11 embedding rows: decoded outside any graph (items vary)
     const DeviceUnitPlan& plan = *st.units[st.embedding.unit];
     DF11_RETURN_IF_ERROR(st.decode_timer.Begin(stream));
     DF11_RETURN_IF_ERROR(LaunchDf11DecodeItems(plan.buffer.unit(),
@@ -224,25 +255,43 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
                                                static_cast<uint32_t>(num_embed_items), embed_vector_ok, b.embed_rows,
                                                stream));
     DF11_RETURN_IF_ERROR(st.decode_timer.End(stream));
-    DF11_RETURN_IF_ERROR(cuda::EmbeddingGather(b.embed_rows, arrays + hb.embed_index, T, H, scale, hidden, stream));
   }
-
-  CudaOps ops{*this, st, layout, *input.kv_cache};
-  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, st.layers[layer], b.layer, T));
-  }
-
-  // Logits of the requested rows: final norm, lm_head, soft-cap and fp32 on the device; then one
-  // copy of the logits, or of the sampled tokens.
-  const int64_t vocab = c.vocab_size;
-  output.vocab_size = vocab;
-  if (R > 0) {
+  // The forward pass from the embedding rows to fp32 logits: enqueued as is, or captured once per
+  // decode shape and replayed (CUDA graphs, one launch instead of ~600).
+  auto forward = [&]() -> Status {
+    const float scale = static_cast<float>(c.embedding_scale);
+    uint16_t* hidden = b.layer.hidden;
+    if (st.embedding.unit < 0) {
+      DF11_RETURN_IF_ERROR(cuda::EmbeddingGather(st.embedding.plain, arrays + hb.tokens, T, H, scale, hidden, stream));
+    } else {
+      DF11_RETURN_IF_ERROR(cuda::EmbeddingGather(b.embed_rows, arrays + hb.embed_index, T, H, scale, hidden, stream));
+    }
+    CudaOps ops{*this, st, layout, *input.kv_cache};
+    for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+      DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, st.layers[layer], b.layer, T));
+    }
+    if (R == 0) return Status::Ok();
     DF11_RETURN_IF_ERROR(cuda::GatherRows(hidden, arrays + hb.rows, R, H, b.selected, stream));
     DF11_RETURN_IF_ERROR(ops.RmsNorm(b.selected, st.final_norm, R, H, b.selected));
     DF11_RETURN_IF_ERROR(st.Linear(st.lm_head, b.selected, R, b.logits));
-    DF11_RETURN_IF_ERROR(cuda::LogitsToFloat(b.logits, R * vocab, static_cast<float>(c.final_logit_softcapping),
-                                             b.logits_f32, stream));
+    return cuda::LogitsToFloat(b.logits, R * vocab, static_cast<float>(c.final_logit_softcapping), b.logits_f32,
+                               stream);
+  };
+  const bool decode_only = std::all_of(input.sequences.begin(), input.sequences.end(), [](const SequenceInput& s) {
+    return s.tokens.size() == 1 && s.logits_for.size() == 1;
+  });
+  if (options_.cuda_graphs && decode_only && !input.profile) {
+    const cuda::PagedKvLayer kv = input.kv_cache->DeviceLayer(0);
+    auto address = [](const void* p) { return reinterpret_cast<uint64_t>(p); };
+    const std::array<uint64_t, 6> pointers = {address(st.activations.data()),  address(st.batch_arrays.data()),
+                                              address(st.attention_workspace.data()), address(st.scratch->data()),
+                                              address(kv.k),                         static_cast<uint64_t>(kv.num_blocks)};
+    DF11_RETURN_IF_ERROR(st.ReplayOrCapture(T, layout.max_keys, pointers, forward));
+  } else {
+    DF11_RETURN_IF_ERROR(forward());
   }
+
+  // Then one copy of the logits, or of the sampled tokens.
   output.samples.clear();
   if (SamplesRows(input, output)) {
     output.logits.clear();
