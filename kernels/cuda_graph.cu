@@ -35,8 +35,8 @@ Status BeginCapture(GpuStream stream) {
 
 StatusOr<GraphExec> EndCapture(GpuStream stream) {
   cudaGraph_t graph = nullptr;
-  DF11_RETURN_IF_ERROR(CheckCuda(cudaStreamEndCapture(reinterpret_cast<cudaStream_t>(stream), &graph),
-                                 "cudaStreamEndCapture"));
+  DF11_RETURN_IF_ERROR(
+      CheckCuda(cudaStreamEndCapture(reinterpret_cast<cudaStream_t>(stream), &graph), "cudaStreamEndCapture"));
   cudaGraphExec_t exec = nullptr;
   const Status st = CheckCuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
   cudaGraphDestroy(graph);

@@ -24,8 +24,8 @@ class GraphExec {
 
  private:
   friend StatusOr<GraphExec> EndCapture(GpuStream stream);
-// Ends a capture that failed half way and drops what it recorded (errors ignored).
-void AbortCapture(GpuStream stream);
+  // Ends a capture that failed half way and drops what it recorded (errors ignored).
+  void AbortCapture(GpuStream stream);
   void* exec_ = nullptr;
 };
 

@@ -125,23 +125,46 @@ Status Model::CudaState::ReplayOrCapture(int64_t tokens, int64_t max_keys, const
                                          const std::function<Status()>& forward) {
   for (const StepGraph& g : graphs) {
     if (g.tokens == tokens && g.max_keys == max_keys && g.pointers == pointers) {
+      if (g.exec.empty()) break;  // seen once: captured the second time
       decode_timer.Restore(decode_timer.used() + g.decode_events);
+      replayed_graph = true;
       return g.exec.Launch(stream);
     }
   }
-  // Captures anew; graphs whose buffers moved (a bigger step grew them) can never replay again.
+  // Graphs whose buffers moved (a bigger step grew them) can never replay again.
   std::erase_if(graphs, [&](const StepGraph& g) { return g.pointers != pointers; });
-  if (graphs.size() >= kMaxStepGraphs) graphs.erase(graphs.begin());
+  auto seen = std::find_if(graphs.begin(), graphs.end(),
+                           [&](const StepGraph& g) { return g.tokens == tokens && g.max_keys == max_keys; });
+  if (seen == graphs.end() || graphs_failed) {
+    // The first step of a shape runs op by op: every kernel it needs is loaded before any capture.
+    if (seen == graphs.end() && !graphs_failed) {
+      if (graphs.size() >= kMaxStepGraphs) graphs.erase(graphs.begin());
+      graphs.push_back({tokens, max_keys, pointers, 0, {}});
+    }
+    return forward();
+  }
   const size_t events_before = decode_timer.used();
-  DF11_RETURN_IF_ERROR(cuda::BeginCapture(stream));
-  Status st = forward();
+  Status st = cuda::BeginCapture(stream);
+  if (st.ok()) st = forward();
   if (!st.ok()) {
     cuda::AbortCapture(stream);
-    return st;
+    decode_timer.Restore(events_before);
+  } else {
+    StatusOr<cuda::GraphExec> exec = cuda::EndCapture(stream);
+    if (exec.ok()) {
+      seen->decode_events = decode_timer.used() - events_before;
+      seen->exec = std::move(exec).value();
+      replayed_graph = true;
+      return seen->exec.Launch(stream);
+    }
+    decode_timer.Restore(events_before);
+    st = exec.status();
   }
-  DF11_ASSIGN_OR_RETURN(cuda::GraphExec exec, cuda::EndCapture(stream));
-  graphs.push_back({tokens, max_keys, pointers, decode_timer.used() - events_before, std::move(exec)});
-  return graphs.back().exec.Launch(stream);
+  // A capture the runtime refused: this model runs op by op from now on (same kernels, same
+  // bits); a real error shows again there.
+  graphs_failed = true;
+  graph_error = st.message();
+  return forward();
 }
 
 // The CUDA ops of the decoder layer (decoder_layer.h): bf16 activations on one stream.
@@ -280,6 +303,7 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   const bool decode_only = std::all_of(input.sequences.begin(), input.sequences.end(), [](const SequenceInput& s) {
     return s.tokens.size() == 1 && s.logits_for.size() == 1;
   });
+  st.replayed_graph = false;
   if (options_.cuda_graphs && decode_only && !input.profile) {
     const cuda::PagedKvLayer kv = input.kv_cache->DeviceLayer(0);
     auto address = [](const void* p) { return reinterpret_cast<uint64_t>(p); };
@@ -304,6 +328,7 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   DF11_ASSIGN_OR_RETURN(output.decompress_seconds, st.decode_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.gemm_seconds, st.gemm_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.attention_seconds, st.attention_timer.Seconds());
+  output.replayed_graph = st.replayed_graph;
   output.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }
