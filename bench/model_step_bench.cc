@@ -237,8 +237,7 @@ int Main(int argc, char** argv) {
   Options o;
   if (!ParseArgs(argc, argv, o)) {
     std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
-                         "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager]
-");
+                         "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager]\n");
     return 2;
   }
   cudaDeviceProp prop{};
