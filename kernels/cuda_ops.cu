@@ -101,8 +101,13 @@ static Status Record(void** slot, GpuStream stream) {
     DF11_RETURN_IF_ERROR(CheckCuda(cudaEventCreate(&e), "cudaEventCreate"));
     *slot = e;
   }
-  return CheckCuda(cudaEventRecord(static_cast<cudaEvent_t>(*slot), reinterpret_cast<cudaStream_t>(stream)),
-                   "cudaEventRecord");
+  // Under stream capture a plain record only orders streams; cudaEventRecordExternal makes it a
+  // graph node that records the event on every replay.
+  auto* s = reinterpret_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DF11_RETURN_IF_ERROR(CheckCuda(cudaStreamIsCapturing(s, &capture), "cudaStreamIsCapturing"));
+  const unsigned flags = capture == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault;
+  return CheckCuda(cudaEventRecordWithFlags(static_cast<cudaEvent_t>(*slot), s, flags), "cudaEventRecord");
 }
 
 Status EventTimer::Begin(GpuStream stream) {
