@@ -1,6 +1,6 @@
 // model_step_bench: forward-step latency of a BF16 model and its DF11 twin on the GPU.
 // Usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] [--prefill N]
-//                         [--batches 1,8,32,64,128] [--profile] [--eager]
+//                         [--batches 1,8,32,64,128] [--profile] [--eager] [--logits]
 // Per model (loaded one after the other): every sequence first gets P (default 512) cached
 // positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
 // decode steps where sequences 0..B-1 each append one token at position P (the same work every
@@ -12,6 +12,9 @@
 // --profile: after the timed runs, --reps more with CUDA events around every GEMM and the
 // attention (KV write + kernel); prints medians of gemm / attention / decompress / rest, where rest
 // (norms, rope, activations, host work, logits copy) = profiled step - the three.
+// Decode steps sample greedily on the device (SequenceInput::sample, as the engine's decode steps
+// do: only the token ids come back); --logits copies every row's fp32 logits to the host instead
+// (78 MB at batch 128), as this benchmark did before.
 // Decode steps replay CUDA graphs (ModelOptions::cuda_graphs; profiled runs never do); --eager
 // runs them op by op.
 // Every decode line also gives its floor: the model's weights plus each sequence's KV read once at
@@ -42,6 +45,7 @@ struct Options {
   std::vector<int64_t> batches = {1, 8, 32, 64, 128};
   bool profile = false;
   bool eager = false;
+  bool logits = false;  // decode steps copy fp32 logits to the host instead of sampling
 };
 
 constexpr int64_t kBlockSize = 16;
@@ -148,6 +152,7 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
   const int64_t kv_bytes_per_sequence = KvCache::BytesPerBlock(c, kBlockSize, Device::kCuda) * ctx_blocks;
   json result = {{"dir", dir},
                  {"cuda_graphs", !o.eager},
+                 {"decode_samples_on_device", !o.logits},
                  {"df11", r.df11},
                  {"weight_bytes", r.weight_bytes},
                  {"bf16_weight_bytes", r.bf16_weight_bytes},
@@ -163,6 +168,12 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
       seq.num_cached = o.context;
       seq.tokens = Tokens(1, 1000 + s, c.vocab_size);
       seq.logits_for = {0};
+      if (!o.logits) {  // greedy on the device, no logprobs: what the engine asks of a decode step
+        RowSampling greedy;
+        greedy.params.temperature = 0.0f;
+        greedy.context.want_logprobs = false;
+        seq.sample = greedy;
+      }
       in.sequences.push_back(std::move(seq));
     }
     DF11_ASSIGN_OR_RETURN(const Timing t, TimeStep(*model, in, o.reps, o.profile));
@@ -219,6 +230,8 @@ bool ParseArgs(int argc, char** argv, Options& o) {
       o.profile = true;
     } else if (a == "--eager") {
       o.eager = true;
+    } else if (a == "--logits") {
+      o.logits = true;
     } else if (a == "--batches") {
       o.batches.clear();
       std::stringstream in(value());
@@ -237,7 +250,7 @@ int Main(int argc, char** argv) {
   Options o;
   if (!ParseArgs(argc, argv, o)) {
     std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
-                         "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager]\n");
+                         "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager] [--logits]\n");
     return 2;
   }
   cudaDeviceProp prop{};

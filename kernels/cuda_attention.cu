@@ -11,7 +11,10 @@
 // AttentionTiles) and `nh` query heads of one KV group: rows = tile tokens x nh (row r = token
 // r / nh, head r % nh), so K/V tiles loaded once into shared memory serve every query head of the
 // group (GQA) and every token of the tile. 4 warps, 64-key K/V tiles, head dims padded with zeros to
-// the kernel's DP (64, 128 or 256):
+// the kernel's DP (64, 128 or 256). K/V tiles arrive by cp.async (16-byte copies, zero-filled past
+// the keys and dims), addressed through a shared table of the tile's cache slots; decode mode with
+// DP <= 128 double-buffers them (tile t + 1 loads while tile t computes). Fragments come from shared
+// memory by ldmatrix (V transposed):
 // - prefill mode (kRowWarps = 4): 64 rows, each warp owns 16 rows and every key of a tile;
 // - decode mode (kRowWarps = 1): 16 rows, the 4 warps split each tile's keys (16 each), then merge
 //   their (max, sum, O) through shared memory in warp order.
@@ -34,9 +37,9 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kTileKeys = 64;       // keys per shared-memory K/V tile; a key split is a multiple
-constexpr int kMaxRows = 64;        // query rows per prefill-mode block
-constexpr int kDecodeRows = 16;     // query rows per decode-mode block
+constexpr int kTileKeys = 64;    // keys per shared-memory K/V tile; a key split is a multiple
+constexpr int kMaxRows = 64;     // query rows per prefill-mode block
+constexpr int kDecodeRows = 16;  // query rows per decode-mode block
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxSplitBlocks = 512;  // blocks x splits bound of the workspace
 constexpr float kLog2e = 1.4426950408889634f;
@@ -48,6 +51,10 @@ struct Split {
   int64_t split_keys = 0;
   float* workspace = nullptr;  // [blocks][splits][kDecodeRows][2 + head_dim]: max, sum, O
 };
+
+// K/V stages of a kernel: two (copy the next tile during this one's math) in decode mode up to
+// DP 128; one elsewhere, which keeps four prefill blocks / three DP-256 decode blocks per SM.
+constexpr int Stages(int dp, int row_warps) { return row_warps == 1 && dp <= 128 ? 2 : 1; }
 
 // c += a · b on bf16 tensor cores (m16n8k16, row x col, fp32 accumulate). Fragment layout, lane =
 // 4g + t: a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..];
@@ -64,47 +71,82 @@ __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   return static_cast<uint32_t>(FloatToBf16(lo)) | static_cast<uint32_t>(FloatToBf16(hi)) << 16;
 }
 
-__device__ __forceinline__ uint32_t Load32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
-
 // Weight 2^(m - top) of a partial whose max is m within a merge whose max is top (0 for an empty one).
 __device__ __forceinline__ float Weight(float m, float top) { return m == -INFINITY ? 0.0f : exp2f(m - top); }
 
-// Keys [start, start + kTileKeys) of `pool` (those <= hi; zeros past hi and past head_dim) into
-// dst [kTileKeys][ld].
+// Cache slots of keys [start, start + kTileKeys) into slots (-1 past hi); threads 0..kTileKeys-1.
+__device__ __forceinline__ void FillSlots(const PagedKvLayer& cache, const int32_t* table, int64_t start, int64_t hi,
+                                          int32_t* slots) {
+  if (threadIdx.x < kTileKeys) {
+    const int64_t j = start + threadIdx.x;
+    const int bs = static_cast<int>(cache.block_size), jj = static_cast<int>(j);  // positions fit int32
+    slots[threadIdx.x] = j <= hi ? table[jj / bs] * bs + jj % bs : -1;
+  }
+}
+
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously; bytes = 0 writes zeros and reads nothing.
+__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SharedAddress(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CopyAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Four 8x8 bf16 matrices from shared memory, lanes 8i..8i+7 addressing matrix i's rows; with
+// kTrans each lane gets the transposed elements (see Mma's fragment layout).
+template <bool kTrans>
+__device__ __forceinline__ void LoadMatrices(uint32_t (&r)[4], const uint16_t* row) {
+  if constexpr (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(SharedAddress(row)));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(SharedAddress(row)));
+  }
+}
+
+// Starts copying the keys of `slots` (one tile) of `pool` into dst [kTileKeys][ld]: zeros for
+// slots of -1 and past head_dim.
 template <int DP>
-__device__ __forceinline__ void LoadTile(const uint16_t* pool, const PagedKvLayer& cache, const int32_t* table,
-                                         int64_t kv_head, int64_t start, int64_t hi, int ld, uint16_t* dst) {
+__device__ __forceinline__ void IssueTile(const uint16_t* pool, const PagedKvLayer& cache, const int32_t* slots,
+                                          int64_t kv_head, int ld, uint16_t* dst) {
   const int d = static_cast<int>(cache.head_dim);
   const int64_t row = cache.num_kv_heads * cache.head_dim;
   constexpr int kChunks = DP / 8;
-#pragma unroll 4
+#pragma unroll
   for (int idx = threadIdx.x; idx < kTileKeys * kChunks; idx += kThreads) {
     const int key = idx / kChunks, c = idx % kChunks;
-    const int64_t j = start + key;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (j <= hi && c * 8 < d) {
-      const int64_t slot = int64_t{table[j / cache.block_size]} * cache.block_size + j % cache.block_size;
-      value = *reinterpret_cast<const uint4*>(pool + slot * row + kv_head * d + c * 8);
-    }
-    *reinterpret_cast<uint4*>(dst + key * ld + c * 8) = value;
+    const int32_t slot = slots[key];
+    const bool live = slot >= 0 && c * 8 < d;
+    const uint16_t* src = live ? pool + int64_t{slot} * row + kv_head * d + c * 8 : pool;
+    CopyAsync16(dst + key * ld + c * 8, src, live ? 16 : 0);
   }
 }
 
 template <int DP, int kRowWarps>
-__global__ void __launch_bounds__(kThreads)
-    AttentionKernel(PagedKvLayer cache, BatchLayout batch, AttentionParams p, Split g, const uint16_t* q,
-                    uint16_t* out) {
-  constexpr int kRows = 16 * kRowWarps;               // query rows of the block
-  constexpr int kKeyWarps = kWarps / kRowWarps;       // warps sharing one row set
-  constexpr int kWarpKeys = kTileKeys / kKeyWarps;    // keys of a tile per warp
-  constexpr int kST = kWarpKeys / 8;                  // n8 tiles of S per warp
-  constexpr int kOT = DP / 8;                         // n8 tiles of O
-  constexpr int kLd = DP + 8;                         // bf16 row stride in shared memory
+__global__ void __launch_bounds__(kThreads) AttentionKernel(PagedKvLayer cache, BatchLayout batch, AttentionParams p,
+                                                            Split g, const uint16_t* q, uint16_t* out) {
+  constexpr int kRows = 16 * kRowWarps;             // query rows of the block
+  constexpr int kKeyWarps = kWarps / kRowWarps;     // warps sharing one row set
+  constexpr int kWarpKeys = kTileKeys / kKeyWarps;  // keys of a tile per warp
+  constexpr int kST = kWarpKeys / 8;                // n8 tiles of S per warp
+  constexpr int kOT = DP / 8;                       // n8 tiles of O
+  constexpr int kLd = DP + 8;                       // bf16 row stride in shared memory
+  constexpr int kStages = Stages(DP, kRowWarps);
   extern __shared__ __align__(16) unsigned char smem[];
-  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem);  // [kRows][kLd]
-  uint16_t* k_s = q_s + kRows * kLd;                  // [kTileKeys][kLd]
-  uint16_t* v_s = k_s + kTileKeys * kLd;              // [kTileKeys][kLd]
-  float* ml_s = reinterpret_cast<float*>(v_s + kTileKeys * kLd);  // [kWarps][16][2] (decode merge)
+  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem);                        // [kRows][kLd]
+  uint16_t* k_s = q_s + kRows * kLd;                                        // [kStages][kTileKeys][kLd]
+  uint16_t* v_s = k_s + kStages * kTileKeys * kLd;                          // [kStages][kTileKeys][kLd]
+  float* ml_s = reinterpret_cast<float*>(v_s + kStages * kTileKeys * kLd);  // [kWarps][16][2] (decode merge)
+  int32_t* slot_s = reinterpret_cast<int32_t*>(ml_s + kWarps * 16 * 2);     // [2][kTileKeys] cache slots
 
   const int d = static_cast<int>(cache.head_dim);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gr = lane >> 2, tc = lane & 3;
@@ -147,80 +189,121 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int x = 0; x < kOT; ++x) o[x][0] = o[x][1] = o[x][2] = o[x][3] = 0.0f;
 
-  for (int64_t start = lo; start <= hi; start += kTileKeys) {
+  // Tiles of keys [lo + t * kTileKeys, ...]: slots of tile t in slot_s[t & 1]; with two stages tile
+  // t + 1 is issued (after a barrier that also ends every read of its stage) before tile t computes.
+  const int64_t tiles = hi >= lo ? (hi - lo) / kTileKeys + 1 : 0;
+  if (tiles > 0) {
+    FillSlots(cache, table, lo, hi, slot_s);
     __syncthreads();
-    LoadTile<DP>(cache.k, cache, table, kv_head, start, hi, kLd, k_s);
-    LoadTile<DP>(cache.v, cache, table, kv_head, start, hi, kLd, v_s);
+    IssueTile<DP>(cache.k, cache, slot_s, kv_head, kLd, k_s);
+    IssueTile<DP>(cache.v, cache, slot_s, kv_head, kLd, v_s);
+    CopyAsyncCommit();
+  }
+  const int mi = lane >> 3, mr = lane & 7;  // ldmatrix: this lane addresses row mr of matrix mi
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t start = lo + t * kTileKeys;
+    const bool more = t + 1 < tiles;
+    int32_t* next_slots = slot_s + ((t + 1) & 1) * kTileKeys;
+    if (more) FillSlots(cache, table, start + kTileKeys, hi, next_slots);
+    const int64_t stage = kStages == 1 ? 0 : t & 1;
+    if constexpr (kStages == 2) {
+      __syncthreads();
+      if (more) {
+        const int64_t next = (t + 1) & 1;
+        IssueTile<DP>(cache.k, cache, next_slots, kv_head, kLd, k_s + next * kTileKeys * kLd);
+        IssueTile<DP>(cache.v, cache, next_slots, kv_head, kLd, v_s + next * kTileKeys * kLd);
+        CopyAsyncCommit();
+        CopyAsyncWait<1>();
+      } else {
+        CopyAsyncWait<0>();
+      }
+    } else {
+      CopyAsyncWait<0>();
+    }
     __syncthreads();
-    if (!warp_live) continue;
-    // S = Q K^T for the warp's 16 rows x kWarpKeys keys.
-    float s[kST][4];
+    const uint16_t* k_t = k_s + stage * kTileKeys * kLd;
+    const uint16_t* v_t = v_s + stage * kTileKeys * kLd;
+    if (warp_live) {
+      // S = Q K^T for the warp's 16 rows x kWarpKeys keys.
+      float s[kST][4];
 #pragma unroll
-    for (int n = 0; n < kST; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      for (int n = 0; n < kST; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
-    for (int c = 0; c < DP; c += 16) {
-      if (c >= d) break;
-      const uint16_t* qa = q_s + (row0 + gr) * kLd + c + 2 * tc;
-      const uint32_t a[4] = {Load32(qa), Load32(qa + 8 * kLd), Load32(qa + 8), Load32(qa + 8 * kLd + 8)};
+      for (int c = 0; c < DP; c += 16) {
+        if (c >= d) break;
+        uint32_t a[4];  // Q rows row0 .. row0 + 15, dims c .. c + 15
+        LoadMatrices<false>(a, q_s + (row0 + mr + (mi & 1) * 8) * kLd + c + (mi >> 1) * 8);
+#pragma unroll
+        for (int n = 0; n < kST; n += 2) {  // K rows of n8 tiles n and n + 1, dims c .. c + 15
+          uint32_t b[4];
+          LoadMatrices<false>(b, k_t + (key0 + (n + (mi >> 1)) * 8 + mr) * kLd + c + (mi & 1) * 8);
+          Mma(s[n], a, b[0], b[1]);
+          Mma(s[n + 1], a, b[2], b[3]);
+        }
+      }
+      // Scores (log2 domain), the tile's row max over the quad, the rescale of (sum, O).
+      float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
       for (int n = 0; n < kST; ++n) {
-        const uint16_t* kb = k_s + (key0 + n * 8 + gr) * kLd + c + 2 * tc;
-        Mma(s[n], a, Load32(kb), Load32(kb + 8));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = e >> 1;
+          const int64_t j = start + key0 + n * 8 + 2 * tc + (e & 1);
+          float x = s[n][e] * scale2;
+          if (p.softcap > 0) x = p.softcap * tanhf(x * (1.0f / p.softcap)) * kLog2e;
+          s[n][e] = (j >= first[i] && j <= last[i]) ? x : -INFINITY;
+          tile_max[i] = fmaxf(tile_max[i], s[n][e]);
+        }
       }
-    }
-    // Scores (log2 domain), the tile's row max over the quad, the rescale of (sum, O).
-    float tile_max[2] = {-INFINITY, -INFINITY};
+      float alpha[2], m_use[2];
 #pragma unroll
-    for (int n = 0; n < kST; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = e >> 1;
-        const int64_t j = start + key0 + n * 8 + 2 * tc + (e & 1);
-        float x = s[n][e] * scale2;
-        if (p.softcap > 0) x = p.softcap * tanhf(x * (1.0f / p.softcap)) * kLog2e;
-        s[n][e] = (j >= first[i] && j <= last[i]) ? x : -INFINITY;
-        tile_max[i] = fmaxf(tile_max[i], s[n][e]);
+      for (int i = 0; i < 2; ++i) {
+        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xFFFFFFFFu, tile_max[i], 1));
+        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xFFFFFFFFu, tile_max[i], 2));
+        const float m_new = fmaxf(m[i], tile_max[i]);
+        alpha[i] = Weight(m[i], m_new);
+        m[i] = m_new;
+        m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no visible key yet: every p is 0
+        l[i] *= alpha[i];
       }
-    }
-    float alpha[2], m_use[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xFFFFFFFFu, tile_max[i], 1));
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xFFFFFFFFu, tile_max[i], 2));
-      const float m_new = fmaxf(m[i], tile_max[i]);
-      alpha[i] = Weight(m[i], m_new);
-      m[i] = m_new;
-      m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no visible key yet: every p is 0
-      l[i] *= alpha[i];
-    }
-#pragma unroll
-    for (int x = 0; x < kOT; ++x) {
-      o[x][0] *= alpha[0];
-      o[x][1] *= alpha[0];
-      o[x][2] *= alpha[1];
-      o[x][3] *= alpha[1];
-    }
-#pragma unroll
-    for (int n = 0; n < kST; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(s[n][e] - m_use[e >> 1]);
-        l[e >> 1] += s[n][e];
-      }
-    }
-    // O += P V: P's accumulator tiles 2k, 2k + 1 are the A fragment of keys 16k .. 16k + 15.
-#pragma unroll
-    for (int k = 0; k < kWarpKeys / 16; ++k) {
-      const uint32_t a[4] = {PackBf16(s[2 * k][0], s[2 * k][1]), PackBf16(s[2 * k][2], s[2 * k][3]),
-                             PackBf16(s[2 * k + 1][0], s[2 * k + 1][1]), PackBf16(s[2 * k + 1][2], s[2 * k + 1][3])};
-      const uint16_t* vb = v_s + (key0 + 16 * k + 2 * tc) * kLd + gr;
 #pragma unroll
       for (int x = 0; x < kOT; ++x) {
-        if (x * 8 >= d) break;
-        const uint16_t* v = vb + x * 8;
-        const uint32_t b0 = static_cast<uint32_t>(v[0]) | static_cast<uint32_t>(v[kLd]) << 16;
-        const uint32_t b1 = static_cast<uint32_t>(v[8 * kLd]) | static_cast<uint32_t>(v[9 * kLd]) << 16;
-        Mma(o[x], a, b0, b1);
+        o[x][0] *= alpha[0];
+        o[x][1] *= alpha[0];
+        o[x][2] *= alpha[1];
+        o[x][3] *= alpha[1];
+      }
+#pragma unroll
+      for (int n = 0; n < kST; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[n][e] = exp2f(s[n][e] - m_use[e >> 1]);
+          l[e >> 1] += s[n][e];
+        }
+      }
+      // O += P V: P's accumulator tiles 2k, 2k + 1 are the A fragment of keys 16k .. 16k + 15; V's
+      // B fragments of dims 8x .. 8x + 15 by one transposed ldmatrix (padded dims are zeros).
+#pragma unroll
+      for (int k = 0; k < kWarpKeys / 16; ++k) {
+        const uint32_t a[4] = {PackBf16(s[2 * k][0], s[2 * k][1]), PackBf16(s[2 * k][2], s[2 * k][3]),
+                               PackBf16(s[2 * k + 1][0], s[2 * k + 1][1]), PackBf16(s[2 * k + 1][2], s[2 * k + 1][3])};
+        const uint16_t* vb = v_t + (key0 + 16 * k + (mi & 1) * 8 + mr) * kLd + (mi >> 1) * 8;
+#pragma unroll
+        for (int x = 0; x < kOT; x += 2) {
+          if (x * 8 >= d) break;
+          uint32_t b[4];
+          LoadMatrices<true>(b, vb + x * 8);
+          Mma(o[x], a, b[0], b[1]);
+          Mma(o[x + 1], a, b[2], b[3]);
+        }
+      }
+    }  // warp_live
+    if constexpr (kStages == 1) {
+      __syncthreads();  // every read of the stage done
+      if (more) {
+        IssueTile<DP>(cache.k, cache, next_slots, kv_head, kLd, k_s);
+        IssueTile<DP>(cache.v, cache, next_slots, kv_head, kLd, v_s);
+        CopyAsyncCommit();
       }
     }
   }
@@ -247,7 +330,7 @@ __global__ void __launch_bounds__(kThreads)
     // Decode mode: merge the 4 warps' (max, sum, O) in warp order through shared memory (O over the
     // K/V tiles), then write bf16 rows or this split's unnormalised partial.
     __syncthreads();
-    float* o_s = reinterpret_cast<float*>(k_s);  // [kWarps][16][DP]
+    float* o_s = reinterpret_cast<float*>(k_s);  // [kWarps][16][DP] (every copy has landed)
     if (tc == 0) {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -330,7 +413,9 @@ template <int DP, int kRowWarps>
 Status Launch(const dim3& grid, const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
               const Split& g, const uint16_t* q, uint16_t* out, cudaStream_t stream) {
   constexpr int kLd = DP + 8;
-  constexpr size_t kShared = size_t{16 * kRowWarps + 2 * kTileKeys} * kLd * 2 + kWarps * 16 * 2 * 4;
+  constexpr int kStages = Stages(DP, kRowWarps);
+  constexpr size_t kShared =
+      size_t{16 * kRowWarps + 2 * kStages * kTileKeys} * kLd * 2 + kWarps * 16 * 2 * 4 + 2 * kTileKeys * 4;
   static_assert(2 * kTileKeys * kLd * 2 >= kWarps * 16 * DP * 4, "the decode merge reuses the K/V tiles");
   if (kShared > 48 * 1024) {  // per device, so on every launch
     DF11_CUDA_RETURN(cudaFuncSetAttribute(AttentionKernel<DP, kRowWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -361,8 +446,8 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
                       const uint16_t* q, uint16_t* out, GpuStream stream) {
   const int64_t d = cache.head_dim;
   if (d > kMaxHeadDim || d % 8 != 0 || d <= 0) {
-    return InvalidArgument("PagedAttention: head_dim " + std::to_string(d) + " must be a multiple of 8 and <= " +
-                           std::to_string(kMaxHeadDim));
+    return InvalidArgument("PagedAttention: head_dim " + std::to_string(d) +
+                           " must be a multiple of 8 and <= " + std::to_string(kMaxHeadDim));
   }
   if (cache.num_kv_heads <= 0 || params.num_heads % cache.num_kv_heads != 0) {
     return InvalidArgument("PagedAttention: num_heads must be a multiple of num_kv_heads");

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/base/status.h"
 #include "kernels/batch_layout.h"
 #include "kernels/df11_decode_cuda.h"  // GpuStream
-#include "kernels/base/status.h"
 
 namespace df11::cuda {
 
@@ -37,7 +37,9 @@ class DeviceBuffer {
   Status Reserve(uint64_t bytes, const char* what);
   void* data() const { return data_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
   uint64_t bytes() const { return bytes_; }
 
  private:
@@ -90,11 +92,16 @@ Status ApplyRope(uint16_t* x, int64_t tokens, int64_t num_heads, int64_t head_di
                  const int32_t* positions, const float* inv_freq, GpuStream stream);
 
 // out[T, I] = bf16(bf16(act(gate)) * up); gate row t at gate + t * gate_stride, up likewise.
-Status GatedActivation(Activation act, const uint16_t* gate, int64_t gate_stride, const uint16_t* up,
-                       int64_t up_stride, int64_t tokens, int64_t inter, uint16_t* out, GpuStream stream);
+Status GatedActivation(Activation act, const uint16_t* gate, int64_t gate_stride, const uint16_t* up, int64_t up_stride,
+                       int64_t tokens, int64_t inter, uint16_t* out, GpuStream stream);
 
 // x[i] = bf16(x[i] + y[i]) over n elements (the residual add).
 Status AddInPlace(uint16_t* x, const uint16_t* y, int64_t n, GpuStream stream);
+
+// Fused (cuda_fused.cu): hidden = AddInPlace(hidden, y), then normed = RmsNorm(hidden), in one
+// launch and with the same bits. hidden, y, normed: [rows, dim] bf16; normed must not alias.
+Status AddRmsNorm(uint16_t* hidden, const uint16_t* y, const float* w, int64_t rows, int64_t dim, float eps,
+                  bool add_one, uint16_t* normed, GpuStream stream);
 
 // y[T, N] = bf16(bias[N]) broadcast (bias fp32 holding BF16 values: exact). Used before a GEMM
 // with beta = 1 so the bias joins the fp32 accumulator and the result rounds once.
@@ -131,6 +138,30 @@ int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads);
 // Contract: no two tokens map to the same slot.
 Status WriteKv(const PagedKvLayer& cache, const BatchLayout& batch, const uint16_t* k, const uint16_t* v,
                GpuStream stream);
+
+// Each token's q, k, v rows: q [num_heads, head_dim] at q + t * q_stride, k and v
+// [num_kv_heads, head_dim] at k + t * kv_stride, v + t * kv_stride (elements): the columns of a
+// fused q|k|v projection, or separate buffers.
+struct QkvRows {
+  const uint16_t* q = nullptr;
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  int64_t q_stride = 0, kv_stride = 0;
+};
+// Per-head RMSNorm of q and k (Qwen3, Gemma 3; null weights: none) and their rotary embedding.
+struct QkNormRope {
+  const float* q_norm = nullptr;  // [head_dim] fp32, BF16 values
+  const float* k_norm = nullptr;
+  float eps = 0;
+  bool add_one = false;             // Gemma3RMSNorm's (1 + w)
+  int64_t rotary_dim = 0;           // even, <= head_dim; 0: no rotation
+  const float* inv_freq = nullptr;  // [rotary_dim / 2]
+};
+// Fused (cuda_fused.cu), one launch: q_out [T, num_heads, head_dim] = ApplyRope(RmsNorm(q)) and
+// k = ApplyRope(RmsNorm(k)), v stored by WriteKv into the cache slots of the tokens' positions;
+// the same bits as SplitColumns, RmsNorm, ApplyRope and WriteKv in turn. head_dim <= 256.
+Status PrepareAttention(const PagedKvLayer& cache, const BatchLayout& batch, int64_t num_heads, const QkvRows& src,
+                        const QkNormRope& params, uint16_t* q_out, GpuStream stream);
 
 // Causal attention of every token over its sequence's cached keys [first, position] (the cache
 // must already hold the new tokens): out [T, num_heads, head_dim] bf16 from q of the same shape.

@@ -12,10 +12,13 @@
 //   RmsNorm(const E* x, const Vector& w, rows, dim, E* out)  x, out [rows, dim], may alias; the
 //       model's eps and (1 + w) flag
 //   Linear(const Linear& w, const E* x, tokens, E* y)        y [T, out] = x [T, in] · W^T (+ bias)
-//   SplitColumns(src, tokens, a, b, c, dst_a, dst_b, dst_c)  a fused projection's column split
-//   Rope(sliding, E* q, E* k, tokens)                        rotates q and k at the batch's positions
-//   Attention(layer, params, q, k, v, E* out)                stores k, v in the layer's KV cache, then
-//       attends (a backend may do both in one kernel)
+//   PrepareAttention(layer, sliding, const E* qkv, q_norm, k_norm, tokens, E* q, E* k, E* v)
+//       from the fused projection's rows qkv [T, q | k | v] (or, qkv null, from q, k, v as the
+//       separate projections left them): per-head RmsNorm of q and k (q_norm, k_norm: const
+//       Vector*, null for none), rope at the batch's positions, q into `q` [T, heads * head_dim],
+//       k and v into the layer's KV cache (k, v: [T, kv_heads * head_dim], a backend's scratch);
+//       one op so that a backend may fuse it
+//   Attention(layer, params, q, E* out)                      attends over the layer's KV cache
 //   AddThenNorm(E* hidden, const E* y, const Vector& w, tokens, dim, E* normed)
 //       hidden += y, then normed = RmsNorm(hidden) (one op so that a backend may fuse the pair)
 //   GatedActivation(act, gate, gate_stride, up, up_stride, tokens, inter, E* out)
@@ -103,35 +106,36 @@ inline Activation ActivationOf(const ModelConfig& c) {
   return c.hidden_act == "gelu_pytorch_tanh" ? Activation::kGeluTanh : Activation::kSilu;
 }
 
-// Runs layer `layer` over the T new tokens of the step: b.hidden in, b.hidden out.
+// Runs layer `layer` over the T new tokens of the step: b.hidden in, b.hidden out. `normed_in`:
+// b.normed already holds the layer's input norm of b.hidden (the previous layer fused it into its
+// last residual add). `next_norm` (the next layer's input norm weights, or null): the last residual
+// add also leaves next_norm(b.hidden) in b.normed.
 template <typename Ops>
 Status RunDecoderLayer(Ops& ops, const ModelConfig& c, int64_t layer, const typename Ops::Layer& w,
-                       const LayerBuffers<typename Ops::Element>& b, int64_t T) {
+                       const LayerBuffers<typename Ops::Element>& b, int64_t T, bool normed_in,
+                       const typename Ops::Vector* next_norm) {
   using LT = LayerTensor;
-  const int64_t H = c.hidden_size, hd = c.head_dim, inter = c.intermediate_size;
-  const int64_t qd = c.num_heads * hd, kvd = c.num_kv_heads * hd;
+  const int64_t H = c.hidden_size, inter = c.intermediate_size;
   const bool sliding = c.layer_is_sliding[layer];
   // Attention block.
-  DF11_RETURN_IF_ERROR(ops.RmsNorm(b.hidden, w.vector(LT::kInputNorm), T, H, b.normed));
+  if (!normed_in) DF11_RETURN_IF_ERROR(ops.RmsNorm(b.hidden, w.vector(LT::kInputNorm), T, H, b.normed));
+  const typename Ops::Element* qkv = nullptr;
   if (w.linear(LT::kQkv).out_features > 0) {  // rows: q | k | v
     DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kQkv), b.normed, T, b.qkv));
-    DF11_RETURN_IF_ERROR(ops.SplitColumns(b.qkv, T, qd, kvd, kvd, b.q, b.k, b.v));
+    qkv = b.qkv;
   } else {
     DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kQ), b.normed, T, b.q));
     DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kK), b.normed, T, b.k));
     DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kV), b.normed, T, b.v));
   }
-  if (c.qk_norm) {
-    DF11_RETURN_IF_ERROR(ops.RmsNorm(b.q, w.vector(LT::kQNorm), T * c.num_heads, hd, b.q));
-    DF11_RETURN_IF_ERROR(ops.RmsNorm(b.k, w.vector(LT::kKNorm), T * c.num_kv_heads, hd, b.k));
-  }
-  DF11_RETURN_IF_ERROR(ops.Rope(sliding, b.q, b.k, T));
+  DF11_RETURN_IF_ERROR(ops.PrepareAttention(layer, sliding, qkv, c.qk_norm ? &w.vector(LT::kQNorm) : nullptr,
+                                            c.qk_norm ? &w.vector(LT::kKNorm) : nullptr, T, b.q, b.k, b.v));
   AttentionParams params;
   params.num_heads = c.num_heads;
   params.scale = static_cast<float>(c.attention_scale);
   params.sliding_window = sliding ? c.sliding_window : 0;
   params.softcap = static_cast<float>(c.attn_logit_softcapping);
-  DF11_RETURN_IF_ERROR(ops.Attention(layer, params, b.q, b.k, b.v, b.attn));
+  DF11_RETURN_IF_ERROR(ops.Attention(layer, params, b.q, b.attn));
   DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kO), b.attn, T, b.proj));
   if (c.sandwich_norms) DF11_RETURN_IF_ERROR(ops.RmsNorm(b.proj, w.vector(LT::kPostAttentionNorm), T, H, b.proj));
   // MLP block.
@@ -148,7 +152,21 @@ Status RunDecoderLayer(Ops& ops, const ModelConfig& c, int64_t layer, const type
   }
   DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kDown), b.act, T, b.proj));
   if (c.sandwich_norms) DF11_RETURN_IF_ERROR(ops.RmsNorm(b.proj, w.vector(LT::kPostFeedforwardNorm), T, H, b.proj));
+  if (next_norm != nullptr) return ops.AddThenNorm(b.hidden, b.proj, *next_norm, T, H, b.normed);
   return ops.AddInPlace(b.hidden, b.proj, T * H);
+}
+
+// Runs every layer of `layers` in turn, each fusing its last residual add with the next one's
+// input norm.
+template <typename Ops, typename Layers>
+Status RunDecoderLayers(Ops& ops, const ModelConfig& c, const Layers& layers,
+                        const LayerBuffers<typename Ops::Element>& b, int64_t T) {
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const bool last = layer + 1 == c.num_layers;
+    const typename Ops::Vector* next = last ? nullptr : &layers[layer + 1].vector(LayerTensor::kInputNorm);
+    DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, layers[layer], b, T, layer > 0, next));
+  }
+  return Status::Ok();
 }
 
 }  // namespace df11

@@ -25,15 +25,20 @@ struct PackedBatch {
   size_t num_tokens = 0;
   std::vector<int32_t> data;
   size_t tokens = 0, embed_index = 0, positions = 0, token_seq = 0, table_begin = 0, tables = 0, rows = 0;
-  size_t tiles = 0, num_tiles = 0;   // attention tiles (AttentionTiles)
-  int64_t tile_tokens = 0;           // the largest tile
+  size_t tiles = 0, num_tiles = 0;       // attention tiles (AttentionTiles)
+  int64_t tile_tokens = 0;               // the largest tile
   std::vector<int32_t> distinct_tokens;  // DF11 embedding: rows to decode, in embed_index order
 
   // The layout over the packed arrays once they are at `base` (device memory).
   BatchLayout Layout(const int32_t* base) const {
-    return {static_cast<int64_t>(num_tokens), base + positions,          base + token_seq,
-            base + table_begin,              base + tables,             base + tiles,
-            static_cast<int64_t>(num_tiles), tile_tokens};
+    return {static_cast<int64_t>(num_tokens),
+            base + positions,
+            base + token_seq,
+            base + table_begin,
+            base + tables,
+            base + tiles,
+            static_cast<int64_t>(num_tiles),
+            tile_tokens};
   }
 };
 
@@ -170,6 +175,7 @@ Status Model::CudaState::ReplayOrCapture(int64_t tokens, int64_t max_keys, const
 // The CUDA ops of the decoder layer (decoder_layer.h): bf16 activations on one stream.
 struct Model::CudaOps {
   using Element = uint16_t;
+  using Vector = const float*;
   using Layer = DeviceLayer;
 
   const Model& model;
@@ -184,30 +190,33 @@ struct Model::CudaOps {
   Status Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y) {
     return st.Linear(w, x, tokens, y);
   }
-  Status SplitColumns(const uint16_t* src, int64_t tokens, int64_t a, int64_t b, int64_t c, uint16_t* dst_a,
-                      uint16_t* dst_b, uint16_t* dst_c) {
-    return cuda::SplitColumns(src, tokens, a, b, c, dst_a, dst_b, dst_c, st.stream);
-  }
-  Status Rope(bool sliding, uint16_t* q, uint16_t* k, int64_t tokens) {
+  // One launch: qk-norm, rope, q out, k and v into the cache (k, v unused).
+  Status PrepareAttention(int64_t layer, bool sliding, const uint16_t* qkv, const Vector* q_norm, const Vector* k_norm,
+                          int64_t tokens, uint16_t* q, const uint16_t* k, const uint16_t* v) {
+    (void)tokens;  // the batch's
     const ModelConfig& c = model.config_;
-    const int64_t rotary_dim = (sliding ? model.rope_local_ : model.rope_global_).rotary_dim;
-    const float* inv_freq = sliding ? st.inv_freq_local : st.inv_freq_global;
-    DF11_RETURN_IF_ERROR(
-        cuda::ApplyRope(q, tokens, c.num_heads, c.head_dim, rotary_dim, batch.positions, inv_freq, st.stream));
-    return cuda::ApplyRope(k, tokens, c.num_kv_heads, c.head_dim, rotary_dim, batch.positions, inv_freq, st.stream);
+    const int64_t qd = c.num_heads * c.head_dim, kvd = c.num_kv_heads * c.head_dim;
+    const cuda::QkvRows rows = qkv != nullptr ? cuda::QkvRows{qkv, qkv + qd, qkv + qd + kvd, qd + 2 * kvd, qd + 2 * kvd}
+                                              : cuda::QkvRows{q, k, v, qd, kvd};
+    cuda::QkNormRope p;
+    p.q_norm = q_norm != nullptr ? *q_norm : nullptr;
+    p.k_norm = k_norm != nullptr ? *k_norm : nullptr;
+    p.eps = static_cast<float>(c.rms_norm_eps);
+    p.add_one = c.norm_adds_one;
+    p.rotary_dim = (sliding ? model.rope_local_ : model.rope_global_).rotary_dim;
+    p.inv_freq = sliding ? st.inv_freq_local : st.inv_freq_global;
+    return cuda::PrepareAttention(cache.DeviceLayer(layer), batch, c.num_heads, rows, p, q, st.stream);
   }
-  Status Attention(int64_t layer, AttentionParams params, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                   uint16_t* out) {
-    const cuda::PagedKvLayer kv = cache.DeviceLayer(layer);
+  Status Attention(int64_t layer, AttentionParams params, const uint16_t* q, uint16_t* out) {
     if (st.profile) DF11_RETURN_IF_ERROR(st.attention_timer.Begin(st.stream));
-    DF11_RETURN_IF_ERROR(cuda::WriteKv(kv, batch, k, v, st.stream));
-    DF11_RETURN_IF_ERROR(cuda::PagedAttention(kv, batch, params, q, out, st.stream));
+    DF11_RETURN_IF_ERROR(cuda::PagedAttention(cache.DeviceLayer(layer), batch, params, q, out, st.stream));
     return st.profile ? st.attention_timer.End(st.stream) : Status::Ok();
   }
   Status AddThenNorm(uint16_t* hidden, const uint16_t* y, const float* w, int64_t tokens, int64_t dim,
                      uint16_t* normed) {
-    DF11_RETURN_IF_ERROR(cuda::AddInPlace(hidden, y, tokens * dim, st.stream));
-    return RmsNorm(hidden, w, tokens, dim, normed);
+    const ModelConfig& c = model.config_;
+    return cuda::AddRmsNorm(hidden, y, w, tokens, dim, static_cast<float>(c.rms_norm_eps), c.norm_adds_one, normed,
+                            st.stream);
   }
   Status GatedActivation(Activation act, const uint16_t* gate, int64_t gate_stride, const uint16_t* up,
                          int64_t up_stride, int64_t tokens, int64_t inter, uint16_t* out) {
@@ -259,8 +268,8 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   int64_t keys = 64;
   while (keys < layout.max_keys) keys *= 2;
   layout.max_keys = keys;
-  DF11_RETURN_IF_ERROR(st.attention_workspace.Reserve(cuda::AttentionWorkspaceFloats(c.head_dim) * 4,
-                                                      "attention split-KV workspace"));
+  DF11_RETURN_IF_ERROR(
+      st.attention_workspace.Reserve(cuda::AttentionWorkspaceFloats(c.head_dim) * 4, "attention split-KV workspace"));
   layout.split_workspace = st.attention_workspace.as<float>();
   st.loaded_unit = -1;  // a shared scratch may hold another model's unit
   st.decode_timer.Reset();
@@ -273,10 +282,9 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   if (st.embedding.unit >= 0) {  // DF11 embedding rows: decoded outside any graph (items vary)
     const DeviceUnitPlan& plan = *st.units[st.embedding.unit];
     DF11_RETURN_IF_ERROR(st.decode_timer.Begin(stream));
-    DF11_RETURN_IF_ERROR(LaunchDf11DecodeItems(plan.buffer.unit(),
-                                               reinterpret_cast<const Df11DecodeItem*>(arrays + embed_items),
-                                               static_cast<uint32_t>(num_embed_items), embed_vector_ok, b.embed_rows,
-                                               stream));
+    DF11_RETURN_IF_ERROR(
+        LaunchDf11DecodeItems(plan.buffer.unit(), reinterpret_cast<const Df11DecodeItem*>(arrays + embed_items),
+                              static_cast<uint32_t>(num_embed_items), embed_vector_ok, b.embed_rows, stream));
     DF11_RETURN_IF_ERROR(st.decode_timer.End(stream));
   }
   // The forward pass from the embedding rows to fp32 logits: enqueued as is, or captured once per
@@ -290,9 +298,7 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
       DF11_RETURN_IF_ERROR(cuda::EmbeddingGather(b.embed_rows, arrays + hb.embed_index, T, H, scale, hidden, stream));
     }
     CudaOps ops{*this, st, layout, *input.kv_cache};
-    for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-      DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, st.layers[layer], b.layer, T));
-    }
+    DF11_RETURN_IF_ERROR(RunDecoderLayers(ops, c, st.layers, b.layer, T));
     if (R == 0) return Status::Ok();
     DF11_RETURN_IF_ERROR(cuda::GatherRows(hidden, arrays + hb.rows, R, H, b.selected, stream));
     DF11_RETURN_IF_ERROR(ops.RmsNorm(b.selected, st.final_norm, R, H, b.selected));
@@ -307,9 +313,12 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   if (options_.cuda_graphs && decode_only && !input.profile) {
     const cuda::PagedKvLayer kv = input.kv_cache->DeviceLayer(0);
     auto address = [](const void* p) { return reinterpret_cast<uint64_t>(p); };
-    const std::array<uint64_t, 6> pointers = {address(st.activations.data()),  address(st.batch_arrays.data()),
-                                              address(st.attention_workspace.data()), address(st.scratch->data()),
-                                              address(kv.k),                         static_cast<uint64_t>(kv.num_blocks)};
+    const std::array<uint64_t, 6> pointers = {address(st.activations.data()),
+                                              address(st.batch_arrays.data()),
+                                              address(st.attention_workspace.data()),
+                                              address(st.scratch->data()),
+                                              address(kv.k),
+                                              static_cast<uint64_t>(kv.num_blocks)};
     DF11_RETURN_IF_ERROR(st.ReplayOrCapture(T, layout.max_keys, pointers, forward));
   } else {
     DF11_RETURN_IF_ERROR(forward());

@@ -97,7 +97,7 @@ Status Model::Embed(const std::vector<int32_t>& tokens, float* hidden) {
   for (size_t t = 0; t < tokens.size(); ++t) {  // random access: only this row's chunks decode
     const uint64_t begin = embedding_.unit_offset + static_cast<uint64_t>(tokens[t]) * h;
     DF11_RETURN_IF_ERROR(DecodeUnitCpuFast(embedding_.unit->view, embedding_.unit->layout, begin, begin + h, row.data(),
-                                       options_.threads, checkpoint_->dir() + ": " + embedding_.unit->path));
+                                           options_.threads, checkpoint_->dir() + ": " + embedding_.unit->path));
     const int32_t zero = 0;
     cpu::EmbeddingGather(row.data(), std::span<const int32_t>(&zero, 1), h, scale, hidden + t * h);
   }
@@ -113,6 +113,7 @@ Status Model::Linear(const LinearWeight& w, const float* x, int64_t tokens, floa
 // exactly, fp32 accumulation.
 struct Model::CpuOps {
   using Element = float;
+  using Vector = std::vector<float>;
   using Layer = LayerWeights;
 
   Model& model;
@@ -131,24 +132,22 @@ struct Model::CpuOps {
   Status Linear(const LinearWeight& w, const float* x, int64_t tokens, float* y) {
     return model.Linear(w, x, tokens, y);
   }
-  Status SplitColumns(const float* src, int64_t tokens, int64_t a, int64_t b, int64_t c, float* dst_a, float* dst_b,
-                      float* dst_c) {
-    cpu::SplitColumns(src, tokens, a, b, c, dst_a, dst_b, dst_c);
-    return Status::Ok();
-  }
-  Status Rope(bool sliding, float* q, float* k, int64_t tokens) {
+  // Split, qk-norm, rope, KV store in turn.
+  Status PrepareAttention(int64_t layer, bool sliding, const float* qkv, const Vector* q_norm, const Vector* k_norm,
+                          int64_t tokens, float* q, float* k, float* v) {
     const ModelConfig& c = model.config_;
+    const int64_t hd = c.head_dim, qd = c.num_heads * hd, kvd = c.num_kv_heads * hd;
+    if (qkv != nullptr) cpu::SplitColumns(qkv, tokens, qd, kvd, kvd, q, k, v);
+    if (q_norm != nullptr) DF11_RETURN_IF_ERROR(RmsNorm(q, *q_norm, tokens * c.num_heads, hd, q));
+    if (k_norm != nullptr) DF11_RETURN_IF_ERROR(RmsNorm(k, *k_norm, tokens * c.num_kv_heads, hd, k));
     const int64_t rotary_dim = (sliding ? model.rope_local_ : model.rope_global_).rotary_dim;
-    cpu::ApplyRope(q, tokens, c.num_heads, c.head_dim, rotary_dim, cos[sliding].data(), sin[sliding].data(), threads());
-    cpu::ApplyRope(k, tokens, c.num_kv_heads, c.head_dim, rotary_dim, cos[sliding].data(), sin[sliding].data(),
-                   threads());
+    cpu::ApplyRope(q, tokens, c.num_heads, hd, rotary_dim, cos[sliding].data(), sin[sliding].data(), threads());
+    cpu::ApplyRope(k, tokens, c.num_kv_heads, hd, rotary_dim, cos[sliding].data(), sin[sliding].data(), threads());
+    cpu::WriteKv(cache.Layer(layer), batch, k, v, threads());
     return Status::Ok();
   }
-  Status Attention(int64_t layer, const AttentionParams& params, const float* q, const float* k, const float* v,
-                   float* out) {
-    const cpu::PagedKvLayer kv = cache.Layer(layer);
-    cpu::WriteKv(kv, batch, k, v, threads());
-    cpu::PagedAttention(kv, batch, params, q, out, threads());
+  Status Attention(int64_t layer, const AttentionParams& params, const float* q, float* out) {
+    cpu::PagedAttention(cache.Layer(layer), batch, params, q, out, threads());
     return Status::Ok();
   }
   Status AddThenNorm(float* hidden, const float* y, const std::vector<float>& w, int64_t tokens, int64_t dim,
@@ -207,9 +206,7 @@ Status Model::Step(const StepInput& input, StepOutput& output) {
   LayOutLayerBuffers(c, stacked, T, 1, activations.data(), &buffers);
   CpuOps ops{*this, batch.arrays.HostLayout(), *input.kv_cache, cos, sin};
   DF11_RETURN_IF_ERROR(Embed(batch.tokens, buffers.hidden));
-  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    DF11_RETURN_IF_ERROR(RunDecoderLayer(ops, c, layer, layers_[layer], buffers, T));
-  }
+  DF11_RETURN_IF_ERROR(RunDecoderLayers(ops, c, layers_, buffers, T));
   DF11_RETURN_IF_ERROR(Logits(batch, buffers.hidden, output));
   SampleOnHost(input, output);
   return Status::Ok();
@@ -229,7 +226,8 @@ void Model::SampleOnHost(const StepInput& input, StepOutput& output) {
   ParallelFor(rows, static_cast<int>((rows + per_thread_rows - 1) / per_thread_rows), [&](int64_t r0, int64_t r1, int) {
     for (int64_t row = r0; row < r1; ++row) {
       const RowSampling& s = *input.sequences[output.rows[row].first].sample;
-      output.samples[row] = Sample(std::span<const float>(output.logits.data() + row * vocab, vocab), s.params, s.context);
+      output.samples[row] =
+          Sample(std::span<const float>(output.logits.data() + row * vocab, vocab), s.params, s.context);
     }
   });
   output.logits.clear();

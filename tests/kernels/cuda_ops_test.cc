@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu_ops.h"
@@ -80,7 +81,8 @@ TEST(CudaOps, RmsNormMatchesCpu) {
     cpu::RmsNorm(ToFloat(x).data(), w.data(), rows, dim, 1e-6f, add_one, want.data(), 1);
     auto dx = Upload(x);
     auto dw = Upload(w);
-    ASSERT_TRUE(cuda::RmsNorm(dx.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one, dx.as<uint16_t>(), nullptr).ok());
+    ASSERT_TRUE(
+        cuda::RmsNorm(dx.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one, dx.as<uint16_t>(), nullptr).ok());
     EXPECT_LE(RelError(ToFloat(Download<uint16_t>(dx, rows * dim)), want), 1e-2) << "add_one " << add_one;
   }
 }
@@ -99,11 +101,13 @@ TEST(CudaOps, RopeMatchesCpu) {
   auto dpos = Upload(positions);
   auto dfreq = Upload(inv_freq);
   ASSERT_TRUE(cuda::ApplyRope(dx.as<uint16_t>(), tokens, heads, head_dim, rotary, dpos.as<int32_t>(), dfreq.as<float>(),
-                              nullptr).ok());
+                              nullptr)
+                  .ok());
   const auto got = ToFloat(Download<uint16_t>(dx, x.size()));
   EXPECT_LE(RelError(got, want), 2e-2);
   for (int64_t t = 0; t < tokens; ++t) {  // the unrotated tail passes through bit for bit
-    for (int64_t i = rotary; i < head_dim; ++i) EXPECT_EQ(got[t * heads * head_dim + i], want[t * heads * head_dim + i]);
+    for (int64_t i = rotary; i < head_dim; ++i)
+      EXPECT_EQ(got[t * heads * head_dim + i], want[t * heads * head_dim + i]);
   }
 }
 
@@ -117,8 +121,9 @@ TEST(CudaOps, GatedActivationMatchesCpu) {
     cpu::GatedActivation(act, f.data(), 2 * inter, f.data() + inter, 2 * inter, tokens, inter, want.data(), 1);
     auto d = Upload(gate_up);
     auto out = Upload(std::vector<uint16_t>(tokens * inter, 0xFFFF));
-    ASSERT_TRUE(cuda::GatedActivation(act, d.as<uint16_t>(), 2 * inter, d.as<uint16_t>() + inter, 2 * inter, tokens, inter,
-                                      out.as<uint16_t>(), nullptr).ok());
+    ASSERT_TRUE(cuda::GatedActivation(act, d.as<uint16_t>(), 2 * inter, d.as<uint16_t>() + inter, 2 * inter, tokens,
+                                      inter, out.as<uint16_t>(), nullptr)
+                    .ok());
     EXPECT_LE(RelError(ToFloat(Download<uint16_t>(out, tokens * inter)), want), 1e-2);
   }
 }
@@ -131,13 +136,15 @@ TEST(CudaOps, CopiesGathersAndAddAreExact) {
   auto dtable = Upload(table);
   auto dids = Upload(ids);
   auto out = Upload(std::vector<uint16_t>(rows * width, 0xFFFF));
-  ASSERT_TRUE(cuda::EmbeddingGather(dtable.as<uint16_t>(), dids.as<int32_t>(), rows, width, 8.0f, out.as<uint16_t>(),
-                                    nullptr).ok());
+  ASSERT_TRUE(
+      cuda::EmbeddingGather(dtable.as<uint16_t>(), dids.as<int32_t>(), rows, width, 8.0f, out.as<uint16_t>(), nullptr)
+          .ok());
   auto got = Download<uint16_t>(out, rows * width);
   std::vector<float> gathered(rows * width);
   cpu::EmbeddingGather(table.data(), ids, width, 8.0f, gathered.data());  // x8 is exact
   for (int64_t i = 0; i < rows * width; ++i) ASSERT_EQ(got[i], FloatToBf16(gathered[i])) << i;
-  ASSERT_TRUE(cuda::GatherRows(dtable.as<uint16_t>(), dids.as<int32_t>(), rows, width, out.as<uint16_t>(), nullptr).ok());
+  ASSERT_TRUE(
+      cuda::GatherRows(dtable.as<uint16_t>(), dids.as<int32_t>(), rows, width, out.as<uint16_t>(), nullptr).ok());
   got = Download<uint16_t>(out, rows * width);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < width; ++i) ASSERT_EQ(got[r * width + i], table[ids[r] * width + i]);
@@ -158,13 +165,123 @@ TEST(CudaOps, CopiesGathersAndAddAreExact) {
   auto a = Upload(std::vector<uint16_t>(rows * 3)), b = Upload(std::vector<uint16_t>(rows * 2)),
        c = Upload(std::vector<uint16_t>(rows * 4));
   ASSERT_TRUE(cuda::SplitColumns(dfused.as<uint16_t>(), rows, 3, 2, 4, a.as<uint16_t>(), b.as<uint16_t>(),
-                                 c.as<uint16_t>(), nullptr).ok());
-  const auto ha = Download<uint16_t>(a, rows * 3), hb = Download<uint16_t>(b, rows * 2), hc = Download<uint16_t>(c, rows * 4);
+                                 c.as<uint16_t>(), nullptr)
+                  .ok());
+  const auto ha = Download<uint16_t>(a, rows * 3), hb = Download<uint16_t>(b, rows * 2),
+             hc = Download<uint16_t>(c, rows * 4);
   for (int64_t r = 0; r < rows; ++r) {
     for (int i = 0; i < 9; ++i) {
       const uint16_t got_v = i < 3 ? ha[r * 3 + i] : i < 5 ? hb[r * 2 + i - 3] : hc[r * 4 + i - 5];
       ASSERT_EQ(got_v, fused[r * 9 + i]);
     }
+  }
+}
+
+// The fused residual add + RMSNorm against AddInPlace then RmsNorm: the same bits, for row widths
+// that give RmsNorm 64, 128 and 256 threads (and several elements per thread).
+TEST(CudaOps, AddRmsNormIsAddThenRmsNormBitForBit) {
+  REQUIRE_GPU();
+  for (const int64_t dim : {100, 200, 4096, 5376}) {
+    for (bool add_one : {false, true}) {
+      const int64_t rows = 5;
+      const auto h = RandomBf16(rows * dim, 20, 4.0f), y = RandomBf16(rows * dim, 21, 2.0f);
+      const auto w = ToFloat(RandomBf16(dim, 22, 0.5f));
+      auto dh_ref = Upload(h), dh = Upload(h), dy = Upload(y), dw = Upload(w);
+      auto normed_ref = Upload(std::vector<uint16_t>(rows * dim, 0xFFFF));
+      auto normed = Upload(std::vector<uint16_t>(rows * dim, 0xFFFF));
+      ASSERT_TRUE(cuda::AddInPlace(dh_ref.as<uint16_t>(), dy.as<uint16_t>(), rows * dim, nullptr).ok());
+      ASSERT_TRUE(cuda::RmsNorm(dh_ref.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one,
+                                normed_ref.as<uint16_t>(), nullptr)
+                      .ok());
+      ASSERT_TRUE(cuda::AddRmsNorm(dh.as<uint16_t>(), dy.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one,
+                                   normed.as<uint16_t>(), nullptr)
+                      .ok());
+      EXPECT_EQ(Download<uint16_t>(dh, rows * dim), Download<uint16_t>(dh_ref, rows * dim)) << dim;
+      EXPECT_EQ(Download<uint16_t>(normed, rows * dim), Download<uint16_t>(normed_ref, rows * dim))
+          << "dim " << dim << " add_one " << add_one;
+    }
+  }
+}
+
+// PrepareAttention against SplitColumns, RmsNorm (q, k per head), ApplyRope (q, k) and WriteKv:
+// the same q and the same KV pools bit for bit. Shapes: Qwen3-8B's heads (fused q|k|v, qk-norm),
+// no qk-norm over separate projections (head_dim 80), partial rotary (48 of 64) with Gemma's
+// (1 + w) norm, head_dim 256, head_dim 24 (fewer elements than RmsNorm's threads).
+TEST(CudaOps, PrepareAttentionIsSplitNormRopeWriteKvBitForBit) {
+  REQUIRE_GPU();
+  struct Shape {
+    int64_t heads, kv_heads, head_dim, rotary;
+    bool norm, add_one, fused;
+  };
+  for (const Shape& sh : {Shape{32, 8, 128, 128, true, false, true}, Shape{6, 2, 80, 80, false, false, false},
+                          Shape{4, 2, 64, 48, true, true, true}, Shape{8, 4, 256, 256, true, true, false},
+                          Shape{4, 2, 24, 24, false, false, true}}) {
+    SCOPED_TRACE("head_dim " + std::to_string(sh.head_dim) + " heads " + std::to_string(sh.heads));
+    const int64_t hd = sh.head_dim, qd = sh.heads * hd, kvd = sh.kv_heads * hd, block_size = 4, num_blocks = 9;
+    BatchArrays arrays;  // a decode at position 13 and a 4-token chunk at 2..5, scattered blocks
+    const std::vector<int32_t> table0 = {5, 0, 7, 2}, table1 = {8, 3};
+    arrays.AddSequence(13, 1, table0, block_size);
+    arrays.AddSequence(2, 4, table1, block_size);
+    const int64_t T = arrays.num_tokens();
+    std::vector<float> inv_freq(sh.rotary / 2);
+    for (int64_t i = 0; i < sh.rotary / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / sh.rotary);
+    const auto qkv = RandomBf16(T * (qd + 2 * kvd), 30, 3.0f);
+    const auto q_norm = ToFloat(RandomBf16(hd, 31, 0.5f)), k_norm = ToFloat(RandomBf16(hd, 32, 0.5f));
+    const auto pool = RandomBf16(num_blocks * block_size * kvd, 33);
+    auto dqkv = Upload(qkv), dqn = Upload(q_norm), dkn = Upload(k_norm), dfreq = Upload(inv_freq);
+    auto dpos = Upload(arrays.positions), dseq = Upload(arrays.token_seq), dbegin = Upload(arrays.table_begin),
+         dtables = Upload(arrays.tables);
+    BatchLayout batch;
+    batch.num_tokens = T;
+    batch.positions = dpos.as<int32_t>();
+    batch.token_seq = dseq.as<int32_t>();
+    batch.table_begin = dbegin.as<int32_t>();
+    batch.tables = dtables.as<int32_t>();
+    // The reference: the ops in turn over split q, k, v buffers.
+    auto q = Upload(std::vector<uint16_t>(T * qd)), k = Upload(std::vector<uint16_t>(T * kvd)),
+         v = Upload(std::vector<uint16_t>(T * kvd));
+    auto k_ref = Upload(pool), v_ref = Upload(pool), k_pool = Upload(pool), v_pool = Upload(pool);
+    ASSERT_TRUE(cuda::SplitColumns(dqkv.as<uint16_t>(), T, qd, kvd, kvd, q.as<uint16_t>(), k.as<uint16_t>(),
+                                   v.as<uint16_t>(), nullptr)
+                    .ok());
+    // The fused op reads either the fused rows or the split buffers (separate projections).
+    const uint16_t* base = dqkv.as<uint16_t>();
+    const cuda::QkvRows rows = sh.fused ? cuda::QkvRows{base, base + qd, base + qd + kvd, qd + 2 * kvd, qd + 2 * kvd}
+                                        : cuda::QkvRows{q.as<uint16_t>(), k.as<uint16_t>(), v.as<uint16_t>(), qd, kvd};
+    cuda::QkNormRope p;
+    p.q_norm = sh.norm ? dqn.as<float>() : nullptr;
+    p.k_norm = sh.norm ? dkn.as<float>() : nullptr;
+    p.eps = 1e-6f;
+    p.add_one = sh.add_one;
+    p.rotary_dim = sh.rotary;
+    p.inv_freq = dfreq.as<float>();
+    auto q_out = Upload(std::vector<uint16_t>(T * qd, 0xFFFF));
+    const cuda::PagedKvLayer fused_cache{
+        k_pool.as<uint16_t>(), v_pool.as<uint16_t>(), num_blocks, block_size, sh.kv_heads, hd};
+    ASSERT_TRUE(cuda::PrepareAttention(fused_cache, batch, sh.heads, rows, p, q_out.as<uint16_t>(), nullptr).ok());
+    ASSERT_TRUE(cuda::Synchronize(nullptr).ok());
+    if (sh.norm) {
+      ASSERT_TRUE(cuda::RmsNorm(q.as<uint16_t>(), dqn.as<float>(), T * sh.heads, hd, 1e-6f, sh.add_one,
+                                q.as<uint16_t>(), nullptr)
+                      .ok());
+      ASSERT_TRUE(cuda::RmsNorm(k.as<uint16_t>(), dkn.as<float>(), T * sh.kv_heads, hd, 1e-6f, sh.add_one,
+                                k.as<uint16_t>(), nullptr)
+                      .ok());
+    }
+    ASSERT_TRUE(
+        cuda::ApplyRope(q.as<uint16_t>(), T, sh.heads, hd, sh.rotary, dpos.as<int32_t>(), dfreq.as<float>(), nullptr)
+            .ok());
+    ASSERT_TRUE(
+        cuda::ApplyRope(k.as<uint16_t>(), T, sh.kv_heads, hd, sh.rotary, dpos.as<int32_t>(), dfreq.as<float>(), nullptr)
+            .ok());
+    const cuda::PagedKvLayer ref_cache{k_ref.as<uint16_t>(), v_ref.as<uint16_t>(), num_blocks,
+                                       block_size,           sh.kv_heads,          hd};
+    ASSERT_TRUE(cuda::WriteKv(ref_cache, batch, k.as<uint16_t>(), v.as<uint16_t>(), nullptr).ok());
+    EXPECT_EQ(Download<uint16_t>(q_out, T * qd), Download<uint16_t>(q, T * qd));
+    const auto k_got = Download<uint16_t>(k_pool, pool.size());
+    EXPECT_EQ(k_got, Download<uint16_t>(k_ref, pool.size()));
+    EXPECT_EQ(Download<uint16_t>(v_pool, pool.size()), Download<uint16_t>(v_ref, pool.size()));
+    EXPECT_NE(k_got, pool);  // the new keys landed
   }
 }
 
@@ -195,7 +312,7 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
   for (const AttentionSeq& s : seqs) num_blocks += (s.first + s.n + block_size - 1) / block_size;
   num_blocks += 3;
   // Block tables: blocks handed out in a scattered order (a stride coprime to num_blocks).
-  std::vector<std::vector<int32_t>> tables(seqs.size());
+  std::vector<std::vector<int32_t> > tables(seqs.size());
   int64_t next = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     for (int64_t b = 0; b < (seqs[i].first + seqs[i].n + block_size - 1) / block_size; ++b) {
@@ -218,7 +335,8 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
     cpu::WriteKv(cpu_cache, arrays.HostLayout(), ToFloat(k_new).data(), ToFloat(v_new).data(), 1);
     std::vector<float> want(T * heads * head_dim);
     const float scale = 1.0f / std::sqrt(float(head_dim));
-    cpu::PagedAttention(cpu_cache, arrays.HostLayout(), {heads, scale, window, softcap}, ToFloat(q).data(), want.data(), 1);
+    cpu::PagedAttention(cpu_cache, arrays.HostLayout(), {heads, scale, window, softcap}, ToFloat(q).data(), want.data(),
+                        1);
 
     auto dk = Upload(k_pool), dv = Upload(v_pool), dkn = Upload(k_new), dvn = Upload(v_new), dq = Upload(q);
     auto dpos = Upload(arrays.positions), dseq = Upload(arrays.token_seq), dbegin = Upload(arrays.table_begin);
@@ -229,25 +347,25 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
     const auto tiles = AttentionTiles(arrays.token_seq, cuda::AttentionTileTokens(heads, kv_heads), &tile_tokens);
     auto dtiles = Upload(tiles);
     const BatchLayout batch{T,
-                                  dpos.as<int32_t>(),
-                                  dseq.as<int32_t>(),
-                                  dbegin.as<int32_t>(),
-                                  dtables.as<int32_t>(),
-                                  dtiles.as<int32_t>(),
-                                  static_cast<int64_t>(tiles.size() / 2),
-                                  tile_tokens};
+                            dpos.as<int32_t>(),
+                            dseq.as<int32_t>(),
+                            dbegin.as<int32_t>(),
+                            dtables.as<int32_t>(),
+                            dtiles.as<int32_t>(),
+                            static_cast<int64_t>(tiles.size() / 2),
+                            tile_tokens};
     ASSERT_TRUE(cuda::WriteKv(cache, batch, dkn.as<uint16_t>(), dvn.as<uint16_t>(), nullptr).ok());
-    ASSERT_TRUE(
-        cuda::PagedAttention(cache, batch, {heads, scale, window, softcap}, dq.as<uint16_t>(), out.as<uint16_t>(), nullptr)
-            .ok());
+    ASSERT_TRUE(cuda::PagedAttention(cache, batch, {heads, scale, window, softcap}, dq.as<uint16_t>(),
+                                     out.as<uint16_t>(), nullptr)
+                    .ok());
     // 1e-2: the kernel rounds probabilities to bf16 for P·V and the output to bf16; the CPU twin
     // keeps everything fp32.
     const auto got = Download<uint16_t>(out, want.size());
     EXPECT_LE(RelError(ToFloat(got), want), 1e-2) << "window " << window << " softcap " << softcap;
     // Same bits on a second run (deterministic).
-    ASSERT_TRUE(
-        cuda::PagedAttention(cache, batch, {heads, scale, window, softcap}, dq.as<uint16_t>(), out.as<uint16_t>(), nullptr)
-            .ok());
+    ASSERT_TRUE(cuda::PagedAttention(cache, batch, {heads, scale, window, softcap}, dq.as<uint16_t>(),
+                                     out.as<uint16_t>(), nullptr)
+                    .ok());
     EXPECT_EQ(Download<uint16_t>(out, want.size()), got);
     // A variant: within 1e-2 of the CPU twin and of the plain launch, the same bits twice.
     const AttentionParams params{heads, scale, window, softcap};
@@ -326,9 +444,9 @@ TEST(CudaOps, GemmMatchesCpuAndIsPlacementIndependent) {
   EXPECT_LE(RelError(ToFloat(got1), want), 1e-2);
   // GemmBias: cublasLt's bias epilogue for several tokens, broadcast + accumulate for one.
   for (const int64_t t : {tokens, int64_t{1}}) {
-    ASSERT_TRUE(gemm.GemmBias(dx.as<uint16_t>(), dw.as<uint16_t>(), dbias.as<float>(), t, n, k, y1.as<uint16_t>(),
-                              *stream)
-                    .ok());
+    ASSERT_TRUE(
+        gemm.GemmBias(dx.as<uint16_t>(), dw.as<uint16_t>(), dbias.as<float>(), t, n, k, y1.as<uint16_t>(), *stream)
+            .ok());
     ASSERT_TRUE(cuda::Synchronize(*stream).ok());
     EXPECT_LE(RelError(ToFloat(Download<uint16_t>(y1, t * n)), std::vector<float>(want.begin(), want.begin() + t * n)),
               1e-2)
@@ -363,7 +481,8 @@ TEST(CudaOps, GemvMatchesCpuForEveryTokenCount) {
       // accumulate: the bias broadcast into y first, then y += x · W^T.
       ASSERT_TRUE(cuda::BroadcastBias(dbias.as<float>(), tokens, n, y.as<uint16_t>(), nullptr).ok());
       ASSERT_TRUE(
-          cuda::Gemv(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, true, y.as<uint16_t>(), nullptr).ok());
+          cuda::Gemv(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, true, y.as<uint16_t>(), nullptr)
+              .ok());
       EXPECT_LE(RelError(ToFloat(Download<uint16_t>(y, tokens * n)), want), 1e-2);
     }
   }

@@ -1,0 +1,159 @@
+// Fused ops (see cuda_ops.h AddRmsNorm, PrepareAttention): one launch each for what several ops of
+// cuda_ops.cu do in turn, with the same arithmetic in the same order, so the results are the same
+// bits (tests/kernels/cuda_ops_test.cc compares them with the composition).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda_ops.h"
+#include "kernels/cuda_ops_internal.cuh"
+
+namespace df11::cuda {
+namespace {
+
+constexpr int kMaxHeadDim = 256;
+constexpr int kPerLane = kMaxHeadDim / 32;
+constexpr int kItemWarps = 4;  // PrepareAttention: warps (head vectors) per block
+
+// The threads RmsNorm launches for a row of `dim` (cuda_ops.cu ThreadsFor): the norm's fp32
+// summation order follows from it.
+__host__ __device__ constexpr int NormThreads(int64_t dim) { return dim >= 256 ? 256 : dim >= 128 ? 128 : 64; }
+
+cudaStream_t S(GpuStream s) { return reinterpret_cast<cudaStream_t>(s); }
+
+// hidden = bf16(hidden + y), then normed = RmsNormKernel's output for the new hidden: the same
+// per-thread sums (NormThreads(dim) threads, strided) and BlockSum.
+__global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const float* w, int64_t dim, float eps,
+                                 bool add_one, uint16_t* normed) {
+  uint16_t* row = hidden + blockIdx.x * dim;
+  const uint16_t* add = y + blockIdx.x * dim;
+  uint16_t* dst = normed + blockIdx.x * dim;
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const uint16_t h = FloatToBf16(Bf16ToFloat(row[i]) + Bf16ToFloat(add[i]));
+    row[i] = h;
+    const float v = Bf16ToFloat(h);
+    sum += v * v;
+  }
+  __shared__ float warp_sums[32];
+  sum = BlockSum(sum, warp_sums);
+  const float r = rsqrtf(sum / static_cast<float>(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = Bf16ToFloat(row[i]) * r;
+    dst[i] = add_one ? FloatToBf16(v * (1.0f + w[i])) : FloatToBf16(w[i] * RoundBf16(v));
+  }
+}
+
+// One warp per head vector: item i of token blockIdx.x is q head i (i < num_heads), then k heads,
+// then v heads. Lane l holds elements l + 32 j. The norm emulates RmsNormKernel's order: virtual
+// thread u of NormThreads(head_dim) sums elements u, u + threads, ... in turn; each virtual warp's
+// sums are added by WarpSum; the virtual warps' totals in order. Rope as RopeKernel, element-wise.
+__global__ void __launch_bounds__(32 * kItemWarps)
+    PrepareAttentionKernel(PagedKvLayer cache, BatchLayout batch, int64_t num_heads, QkvRows src, QkNormRope p,
+                           uint16_t* q_out) {
+  __shared__ uint16_t staged[kItemWarps][kMaxHeadDim];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = blockIdx.x, kv_heads = cache.num_kv_heads;
+  const int64_t item = int64_t{blockIdx.y} * kItemWarps + warp;
+  if (item >= num_heads + 2 * kv_heads) return;
+  const int d = static_cast<int>(cache.head_dim);
+  const int kind = item < num_heads ? 0 : item < num_heads + kv_heads ? 1 : 2;  // q, k, v
+  const int64_t head = kind == 0 ? item : kind == 1 ? item - num_heads : item - num_heads - kv_heads;
+  const uint16_t* in = kind == 0   ? src.q + t * src.q_stride + head * d
+                       : kind == 1 ? src.k + t * src.kv_stride + head * d
+                                   : src.v + t * src.kv_stride + head * d;
+  const int32_t pos = batch.positions[t];
+  uint16_t* out;
+  if (kind == 0) {
+    out = q_out + (t * num_heads + head) * d;
+  } else {
+    const int64_t block = batch.tables[batch.table_begin[batch.token_seq[t]] + pos / cache.block_size];
+    const int64_t slot = block * cache.block_size + pos % cache.block_size;
+    out = (kind == 1 ? cache.k : cache.v) + slot * kv_heads * d + head * d;
+  }
+  uint16_t x[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    x[j] = e < d ? in[e] : 0;
+  }
+  const float* norm = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : nullptr;
+  if (norm != nullptr) {
+    const int virtual_warps = NormThreads(d) / 32;
+    float total = 0;
+    for (int w = 0; w < virtual_warps; ++w) {
+      float sum = 0;
+      for (int j = w; j < kPerLane; j += virtual_warps) {
+        if (lane + 32 * j < d) {
+          const float v = Bf16ToFloat(x[j]);
+          sum += v * v;
+        }
+      }
+      total += WarpSum(sum);
+    }
+    const float r = rsqrtf(total / static_cast<float>(d) + p.eps);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = lane + 32 * j;
+      if (e >= d) continue;
+      const float v = Bf16ToFloat(x[j]) * r;
+      x[j] = p.add_one ? FloatToBf16(v * (1.0f + norm[e])) : FloatToBf16(norm[e] * RoundBf16(v));
+    }
+  }
+  const int64_t half = kind == 2 ? 0 : p.rotary_dim / 2;
+  if (half > 0) {
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) staged[warp][lane + 32 * j] = x[j];
+    __syncwarp();
+    const float position = static_cast<float>(pos);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = lane + 32 * j;
+      if (e >= 2 * half) continue;
+      const int64_t i = e < half ? e : e - half;  // the pair (i, i + half)
+      float s, c;
+      sincosf(position * p.inv_freq[i], &s, &c);
+      c = RoundBf16(c);
+      s = RoundBf16(s);
+      const float x1 = Bf16ToFloat(staged[warp][i]), x2 = Bf16ToFloat(staged[warp][i + half]);
+      x[j] = e < half ? FloatToBf16(RoundBf16(x1 * c) - RoundBf16(x2 * s))
+                      : FloatToBf16(RoundBf16(x2 * c) + RoundBf16(x1 * s));
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    if (e < d) out[e] = x[j];
+  }
+}
+
+}  // namespace
+
+Status AddRmsNorm(uint16_t* hidden, const uint16_t* y, const float* w, int64_t rows, int64_t dim, float eps,
+                  bool add_one, uint16_t* normed, GpuStream stream) {
+  if (rows == 0) return Status::Ok();
+  AddRmsNormKernel<<<static_cast<unsigned>(rows), NormThreads(dim), 0, S(stream)>>>(hidden, y, w, dim, eps, add_one,
+                                                                                    normed);
+  return CheckLaunch("AddRmsNormKernel");
+}
+
+Status PrepareAttention(const PagedKvLayer& cache, const BatchLayout& batch, int64_t num_heads, const QkvRows& src,
+                        const QkNormRope& params, uint16_t* q_out, GpuStream stream) {
+  const int64_t d = cache.head_dim;
+  if (d <= 0 || d > kMaxHeadDim) {
+    return InvalidArgument("PrepareAttention: head_dim " + std::to_string(d) + " must be 1.." +
+                           std::to_string(kMaxHeadDim));
+  }
+  if (params.rotary_dim < 0 || params.rotary_dim > d || params.rotary_dim % 2 != 0) {
+    return InvalidArgument("PrepareAttention: rotary_dim " + std::to_string(params.rotary_dim) +
+                           " must be even and <= head_dim " + std::to_string(d));
+  }
+  if (batch.num_tokens == 0) return Status::Ok();
+  const int64_t items = num_heads + 2 * cache.num_kv_heads;
+  const dim3 grid(static_cast<unsigned>(batch.num_tokens),
+                  static_cast<unsigned>((items + kItemWarps - 1) / kItemWarps));
+  PrepareAttentionKernel<<<grid, 32 * kItemWarps, 0, S(stream)>>>(cache, batch, num_heads, src, params, q_out);
+  return CheckLaunch("PrepareAttentionKernel");
+}
+
+}  // namespace df11::cuda
