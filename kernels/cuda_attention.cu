@@ -41,16 +41,22 @@ constexpr int kTileKeys = 64;    // keys per shared-memory K/V tile; a key split
 constexpr int kMaxRows = 64;     // query rows per prefill-mode block
 constexpr int kDecodeRows = 16;  // query rows per decode-mode block
 constexpr int kMaxHeadDim = 256;
-constexpr int kMaxSplitBlocks = 512;  // blocks x splits bound of the workspace
+constexpr int kMaxSplitBlocks = 4096;  // blocks x splits bound of the workspace
 constexpr float kLog2e = 1.4426950408889634f;
 
-// A launch's shape: heads per block, key splits (1 = none), keys per split, the workspace.
+// A launch's shape: heads per block, key splits (1 = none), the workspace.
 struct Split {
   int nh = 1;
   int splits = 1;
-  int64_t split_keys = 0;
   float* workspace = nullptr;  // [blocks][splits][kDecodeRows][2 + head_dim]: max, sum, O
 };
+
+// Keys per split of a sequence's `span` visible keys: an even share, whole tiles. Split s covers
+// [lo + s * SplitKeys, ...); splits past the span idle. Computed on the device from the batch, so
+// a launch (or a captured graph) serves any lengths.
+__device__ __forceinline__ int64_t SplitKeys(int64_t span, int splits) {
+  return ((span + splits - 1) / splits + kTileKeys - 1) / kTileKeys * kTileKeys;
+}
 
 // K/V stages of a kernel: two (copy the next tile during this one's math) in decode mode up to
 // DP 128; one elsewhere, which keeps four prefill blocks / three DP-256 decode blocks per SM.
@@ -134,6 +140,8 @@ __device__ __forceinline__ void IssueTile(const uint16_t* pool, const PagedKvLay
 template <int DP, int kRowWarps>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedKvLayer cache, BatchLayout batch, AttentionParams p,
                                                             Split g, const uint16_t* q, uint16_t* out) {
+  // The next kernel may be a Gemv that prefetches its weights meanwhile.
+  AllowDependents();
   constexpr int kRows = 16 * kRowWarps;             // query rows of the block
   constexpr int kKeyWarps = kWarps / kRowWarps;     // warps sharing one row set
   constexpr int kWarpKeys = kTileKeys / kKeyWarps;  // keys of a tile per warp
@@ -167,10 +175,11 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedKvLayer cache, 
   const int32_t* table = batch.tables + batch.table_begin[batch.token_seq[t0]];
   int64_t hi = batch.positions[t0 + n_tok - 1];
   int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
-  if (g.splits > 1) {  // split s covers keys [lo + s * split_keys, ...); splits past the range idle
-    lo += split * g.split_keys;
+  if (g.splits > 1) {
+    const int64_t per = SplitKeys(hi - lo + 1, g.splits);
+    lo += split * per;
     if (lo > hi) return;
-    hi = min(hi, lo + g.split_keys - 1);
+    hi = min(hi, lo + per - 1);
   }
 
   // This lane's two rows (gr and gr + 8 of the warp's 16) and their visible keys [first, last].
@@ -373,12 +382,14 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedKvLayer cache, 
 // out = bf16(merged O / merged sum) over the used splits of each decode-mode block, in split order.
 // Grid (tiles, KV heads, head chunks), one thread per (row, dim).
 __global__ void CombineKernel(BatchLayout batch, AttentionParams p, Split g, int64_t d, uint16_t* out) {
+  AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
   const int64_t t0 = batch.tiles[2 * blockIdx.x], n_tok = batch.tiles[2 * blockIdx.x + 1];
   const int64_t group = p.num_heads / gridDim.y;
   const int64_t head0 = blockIdx.y * group + int64_t{blockIdx.z} * g.nh;
   const int64_t hi = batch.positions[t0 + n_tok - 1];
   const int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
-  const int64_t used = min(int64_t{g.splits}, (hi - lo + g.split_keys) / g.split_keys);
+  const int64_t per = SplitKeys(hi - lo + 1, g.splits);
+  const int64_t used = min(int64_t{g.splits}, (hi - lo + per) / per);
   const int64_t block = (int64_t{blockIdx.x} * gridDim.y + blockIdx.y) * gridDim.z + blockIdx.z;
   const float* part = g.workspace + block * g.splits * kDecodeRows * (2 + d);
   const int64_t rows = n_tok * g.nh, stride = kDecodeRows * (2 + d);
@@ -410,19 +421,52 @@ int MultiprocessorCount() {
 }
 
 template <int DP, int kRowWarps>
-Status Launch(const dim3& grid, const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
-              const Split& g, const uint16_t* q, uint16_t* out, cudaStream_t stream) {
+constexpr size_t SharedBytes() {
   constexpr int kLd = DP + 8;
   constexpr int kStages = Stages(DP, kRowWarps);
-  constexpr size_t kShared =
-      size_t{16 * kRowWarps + 2 * kStages * kTileKeys} * kLd * 2 + kWarps * 16 * 2 * 4 + 2 * kTileKeys * 4;
   static_assert(2 * kTileKeys * kLd * 2 >= kWarps * 16 * DP * 4, "the decode merge reuses the K/V tiles");
-  if (kShared > 48 * 1024) {  // per device, so on every launch
-    DF11_CUDA_RETURN(cudaFuncSetAttribute(AttentionKernel<DP, kRowWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kShared)));
-  }
-  AttentionKernel<DP, kRowWarps><<<grid, kThreads, kShared, stream>>>(cache, batch, params, g, q, out);
+  return size_t{16 * kRowWarps + 2 * kStages * kTileKeys} * kLd * 2 + kWarps * 16 * 2 * 4 + 2 * kTileKeys * 4;
+}
+
+template <int DP, int kRowWarps>
+Status AllowShared() {
+  if (SharedBytes<DP, kRowWarps>() <= 48 * 1024) return Status::Ok();
+  // Per device, so on every launch (cheap).
+  return CheckCuda(cudaFuncSetAttribute(AttentionKernel<DP, kRowWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(SharedBytes<DP, kRowWarps>())),
+                   "cudaFuncSetAttribute(AttentionKernel)");
+}
+
+template <int DP, int kRowWarps>
+Status Launch(const dim3& grid, const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
+              const Split& g, const uint16_t* q, uint16_t* out, cudaStream_t stream) {
+  DF11_RETURN_IF_ERROR((AllowShared<DP, kRowWarps>()));
+  AttentionKernel<DP, kRowWarps>
+      <<<grid, kThreads, SharedBytes<DP, kRowWarps>(), stream>>>(cache, batch, params, g, q, out);
   return CheckLaunch("AttentionKernel");
+}
+
+// Decode-mode blocks the GPU runs at once (blocks per SM x SMs), per padded head dim; 0 if unknown.
+template <int DP>
+int64_t DecodeSlots() {
+  static const int64_t slots = [] {
+    int per_sm = 0;
+    if (!AllowShared<DP, 1>().ok() ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, AttentionKernel<DP, 1>, kThreads,
+                                                      SharedBytes<DP, 1>()) != cudaSuccess) {
+      cudaGetLastError();
+      return int64_t{0};
+    }
+    return int64_t{per_sm} * MultiprocessorCount();
+  }();
+  return slots;
+}
+
+// The share of the GPU's block slots `blocks` keep busy over their waves: blocks / slots below one
+// wave, else waves / whole waves.
+double WaveUse(int64_t blocks, int64_t slots) {
+  const double waves = static_cast<double>(blocks) / static_cast<double>(slots);
+  return waves <= 1.0 ? waves : waves / std::ceil(waves);
 }
 
 template <int kRowWarps>
@@ -473,18 +517,33 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
   const dim3 grid(static_cast<unsigned>(batch.num_tiles), static_cast<unsigned>(cache.num_kv_heads),
                   static_cast<unsigned>(chunks));
   if (!decode) return LaunchFor<4>(d, grid, cache, batch, params, g, q, out, s);
-  // Flash-decoding: split keys when the grid has fewer than two blocks per SM and keys are many.
-  const int64_t target = 2 * int64_t{MultiprocessorCount()};
-  if (batch.split_workspace != nullptr && batch.max_keys > kTileKeys && blocks < target) {
-    const int64_t by_keys = (batch.max_keys + kTileKeys - 1) / kTileKeys;
-    g.splits = static_cast<int>(std::min<int64_t>({by_keys, (target + blocks - 1) / blocks, kMaxSplitBlocks / blocks}));
+  // Flash-decoding, measured on an H100 (bench/results/model_step_h100_*.json): a grid of less
+  // than one wave of blocks splits each sequence's keys (up to one split per tile of max_keys)
+  // until it fills the GPU's block slots; a bigger grid splits only long contexts (splits of 16
+  // tiles or more), into the fewest splits that leave the last wave least idle, when that gains 5%
+  // of the slots (at 512 keys, 3 splits of a 1.3-wave grid cost more in partial sums and the
+  // combine than the idle wave did; at 4,096 keys they gain 20%).
+  const int64_t slots = d <= 64 ? DecodeSlots<64>() : d <= 128 ? DecodeSlots<128>() : DecodeSlots<256>();
+  if (batch.split_workspace != nullptr && batch.max_keys > kTileKeys && slots > 0) {
+    const int64_t tiles = (batch.max_keys + kTileKeys - 1) / kTileKeys;
+    if (blocks < slots) {
+      g.splits = static_cast<int>(std::min<int64_t>({tiles, (slots + blocks - 1) / blocks, kMaxSplitBlocks / blocks}));
+    } else {
+      const int64_t most = std::min<int64_t>(tiles / 16, kMaxSplitBlocks / blocks);
+      double best = WaveUse(blocks, slots);
+      for (int64_t n = 2; n <= most; ++n) {
+        const double use = WaveUse(blocks * n, slots);
+        if (use > best + 0.05) {
+          best = use;
+          g.splits = static_cast<int>(n);
+        }
+      }
+    }
   }
   if (g.splits <= 1) {
     g.splits = 1;
     return LaunchFor<1>(d, grid, cache, batch, params, g, q, out, s);
   }
-  const int64_t per_split = (batch.max_keys + g.splits - 1) / g.splits;
-  g.split_keys = (per_split + kTileKeys - 1) / kTileKeys * kTileKeys;
   g.workspace = batch.split_workspace;
   const dim3 split_grid(grid.x, grid.y, static_cast<unsigned>(chunks * g.splits));
   DF11_RETURN_IF_ERROR(LaunchFor<1>(d, split_grid, cache, batch, params, g, q, out, s));

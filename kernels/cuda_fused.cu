@@ -25,6 +25,7 @@ cudaStream_t S(GpuStream s) { return reinterpret_cast<cudaStream_t>(s); }
 // per-thread sums (NormThreads(dim) threads, strided) and BlockSum.
 __global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const float* w, int64_t dim, float eps,
                                  bool add_one, uint16_t* normed) {
+  AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
   uint16_t* row = hidden + blockIdx.x * dim;
   const uint16_t* add = y + blockIdx.x * dim;
   uint16_t* dst = normed + blockIdx.x * dim;
@@ -47,13 +48,24 @@ __global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const floa
 // One warp per head vector: item i of token blockIdx.x is q head i (i < num_heads), then k heads,
 // then v heads. Lane l holds elements l + 32 j. The norm emulates RmsNormKernel's order: virtual
 // thread u of NormThreads(head_dim) sums elements u, u + threads, ... in turn; each virtual warp's
-// sums are added by WarpSum; the virtual warps' totals in order. Rope as RopeKernel, element-wise.
+// sums are added by WarpSum; the virtual warps' totals in order. Rope as RopeKernel, element-wise,
+// from the token's cos/sin computed once per block.
 __global__ void __launch_bounds__(32 * kItemWarps)
     PrepareAttentionKernel(PagedKvLayer cache, BatchLayout batch, int64_t num_heads, QkvRows src, QkNormRope p,
                            uint16_t* q_out) {
   __shared__ uint16_t staged[kItemWarps][kMaxHeadDim];
+  __shared__ float rope_cos[kMaxHeadDim / 2], rope_sin[kMaxHeadDim / 2];  // the token's, bf16-rounded
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.x, kv_heads = cache.num_kv_heads;
+  const int32_t pos = batch.positions[t];
+  const int64_t rope_half = p.rotary_dim / 2;
+  for (int64_t i = threadIdx.x; i < rope_half; i += blockDim.x) {  // once per block, not per head
+    float s, c;
+    sincosf(static_cast<float>(pos) * p.inv_freq[i], &s, &c);
+    rope_cos[i] = RoundBf16(c);
+    rope_sin[i] = RoundBf16(s);
+  }
+  __syncthreads();
   const int64_t item = int64_t{blockIdx.y} * kItemWarps + warp;
   if (item >= num_heads + 2 * kv_heads) return;
   const int d = static_cast<int>(cache.head_dim);
@@ -62,7 +74,6 @@ __global__ void __launch_bounds__(32 * kItemWarps)
   const uint16_t* in = kind == 0   ? src.q + t * src.q_stride + head * d
                        : kind == 1 ? src.k + t * src.kv_stride + head * d
                                    : src.v + t * src.kv_stride + head * d;
-  const int32_t pos = batch.positions[t];
   uint16_t* out;
   if (kind == 0) {
     out = q_out + (t * num_heads + head) * d;
@@ -100,21 +111,17 @@ __global__ void __launch_bounds__(32 * kItemWarps)
       x[j] = p.add_one ? FloatToBf16(v * (1.0f + norm[e])) : FloatToBf16(norm[e] * RoundBf16(v));
     }
   }
-  const int64_t half = kind == 2 ? 0 : p.rotary_dim / 2;
+  const int64_t half = kind == 2 ? 0 : rope_half;
   if (half > 0) {
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) staged[warp][lane + 32 * j] = x[j];
     __syncwarp();
-    const float position = static_cast<float>(pos);
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       const int e = lane + 32 * j;
       if (e >= 2 * half) continue;
       const int64_t i = e < half ? e : e - half;  // the pair (i, i + half)
-      float s, c;
-      sincosf(position * p.inv_freq[i], &s, &c);
-      c = RoundBf16(c);
-      s = RoundBf16(s);
+      const float c = rope_cos[i], s = rope_sin[i];
       const float x1 = Bf16ToFloat(staged[warp][i]), x2 = Bf16ToFloat(staged[warp][i + half]);
       x[j] = e < half ? FloatToBf16(RoundBf16(x1 * c) - RoundBf16(x2 * s))
                       : FloatToBf16(RoundBf16(x2 * c) + RoundBf16(x1 * s));

@@ -2,6 +2,11 @@
 // per 1 or 4 output rows, W streamed once in 16-byte loads (evict-first), x read through L1.
 // Reduction order, fixed: lane l adds its 16-byte chunks l, l + 32, l + 64, ... in order (8 fused
 // multiply-adds each), then a butterfly over the 32 lanes; the same for every row, token and call.
+// Launched as a dependent (programmatic dependent launch, cuda_ops_internal.cuh): while the
+// previous kernel finishes, each warp prefetches its first W chunks into L2, then waits for it
+// before reading x or writing y. (A DF11 model's W is the output of the DF11 decode launched just
+// before, which lets no dependent start early; an L2 prefetch reads nothing into registers, and
+// the loads come after the wait.)
 #include <cuda_runtime.h>
 
 #include <string>
@@ -32,9 +37,13 @@ template <int kTokens, int kRows>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     GemvKernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, const float* __restrict__ bias,
                int64_t n, int64_t k, bool accumulate, uint16_t* __restrict__ y) {
+  AllowDependents();
   const int lane = threadIdx.x % 32;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * kRows;
-  if (first >= n) return;
+  if (first >= n) {
+    WaitPrevious();
+    return;
+  }
   const int64_t chunks = k / 8;
   const uint4* xs = reinterpret_cast<const uint4*>(x);
   const uint4* wrow[kRows];
@@ -42,6 +51,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   for (int r = 0; r < kRows; ++r) {  // rows past n read row first again; their sums are dropped
     wrow[r] = reinterpret_cast<const uint4*>(w + (first + r < n ? first + r : first) * k);
   }
+  constexpr int kUnroll = kLoads / kRows;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    if (lane + 32 * u < chunks) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(wrow[r] + lane + 32 * u));
+    }
+  }
+  WaitPrevious();
   float acc[kRows][kTokens];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -56,7 +74,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       for (int r = 0; r < kRows; ++r) Dot8(wv[r], xv, acc[r][t]);
     }
   };
-  constexpr int kUnroll = kLoads / kRows;
   int64_t c = lane;
   for (; c + 32 * (kUnroll - 1) < chunks; c += 32 * kUnroll) {
     uint4 wv[kUnroll][kRows];
@@ -101,7 +118,17 @@ template <int kTokens, int kRows>
 void LaunchRows(const uint16_t* x, const uint16_t* w, const float* bias, int64_t n, int64_t k, bool accumulate,
                 uint16_t* y, cudaStream_t s) {
   const int64_t blocks = (n + kWarpsPerBlock * kRows - 1) / (kWarpsPerBlock * kRows);
-  GemvKernel<kTokens, kRows><<<blocks, kWarpsPerBlock * 32, 0, s>>>(x, w, bias, n, k, accumulate, y);
+  cudaLaunchAttribute dependent[1];
+  dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(kWarpsPerBlock * 32);
+  config.stream = s;
+  config.attrs = dependent;
+  config.numAttrs = 1;
+  // An error shows in Gemv's CheckLaunch.
+  cudaLaunchKernelEx(&config, GemvKernel<kTokens, kRows>, x, w, bias, n, k, accumulate, y);
 }
 
 // rows_per_warp 1, 2 or 4; 0 picks four where that still gives every SM a few blocks, else one.

@@ -20,6 +20,22 @@ __device__ __forceinline__ uint16_t FloatToBf16(float f) { return __bfloat16_as_
 // f rounded to the nearest BF16 value, kept as fp32.
 __device__ __forceinline__ float RoundBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
 
+// Programmatic dependent launch (sm_90). A kernel launched as a dependent (LaunchDependent) may
+// start while the stream's previous kernel still runs: before it reads or writes anything that
+// kernel touches it calls WaitPrevious(), which returns once that kernel has finished and its
+// writes are visible (at once for a kernel launched the ordinary way). AllowDependents(): the
+// next kernel, if launched as a dependent, may start now. Both are no-ops before sm_90.
+__device__ __forceinline__ void WaitPrevious() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void AllowDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, d);

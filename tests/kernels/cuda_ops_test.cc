@@ -4,6 +4,7 @@
 // the residual add are checked bit for bit. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -125,6 +126,36 @@ TEST(CudaOps, GatedActivationMatchesCpu) {
                                       inter, out.as<uint16_t>(), nullptr)
                     .ok());
     EXPECT_LE(RelError(ToFloat(Download<uint16_t>(out, tokens * inter)), want), 1e-2);
+  }
+}
+
+// The 8-wide path (16-byte aligned rows, inter a multiple of 8) gives the one-element path's bits:
+// the same rows one element off alignment take the latter.
+TEST(CudaOps, GatedActivationVectorPathIsBitIdentical) {
+  REQUIRE_GPU();
+  const int64_t tokens = 3, inter = 1024;
+  const auto gate_up = RandomBf16(tokens * 2 * inter, 14, 3.0f);
+  std::vector<uint16_t> shifted(gate_up.size() + 1);
+  std::copy(gate_up.begin(), gate_up.end(), shifted.begin() + 1);
+  for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+    auto aligned = Upload(gate_up), misaligned = Upload(shifted);
+    auto out8 = Upload(std::vector<uint16_t>(tokens * inter, 0xFFFF));
+    auto out1 = Upload(std::vector<uint16_t>(tokens * inter + 8, 0xFFFF));
+    const uint16_t* a = aligned.as<uint16_t>();
+    const uint16_t* m = misaligned.as<uint16_t>() + 1;
+    ASSERT_TRUE(
+        cuda::GatedActivation(act, a, 2 * inter, a + inter, 2 * inter, tokens, inter, out8.as<uint16_t>(), nullptr)
+            .ok());
+    ASSERT_TRUE(
+        cuda::GatedActivation(act, m, 2 * inter, m + inter, 2 * inter, tokens, inter, out1.as<uint16_t>() + 1, nullptr)
+            .ok());
+    const auto got8 = Download<uint16_t>(out8, tokens * inter);
+    const auto got1 = Download<uint16_t>(out1, tokens * inter + 1);
+    EXPECT_EQ(got8, std::vector<uint16_t>(got1.begin() + 1, got1.end()));
+    const auto f = ToFloat(gate_up);
+    std::vector<float> want(tokens * inter);
+    cpu::GatedActivation(act, f.data(), 2 * inter, f.data() + inter, 2 * inter, tokens, inter, want.data(), 1);
+    EXPECT_LE(RelError(ToFloat(got8), want), 1e-2);
   }
 }
 
