@@ -25,8 +25,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_ops_internal.cuh"
@@ -61,6 +63,11 @@ __device__ __forceinline__ int64_t SplitKeys(int64_t span, int splits) {
 // K/V stages of a kernel: two (copy the next tile during this one's math) in decode mode up to
 // DP 128; one elsewhere, which keeps four prefill blocks / three DP-256 decode blocks per SM.
 constexpr int Stages(int dp, int row_warps) { return row_warps == 1 && dp <= 128 ? 2 : 1; }
+
+// Blocks per SM the compiler must fit in registers: four prefill-mode blocks up to DP 128 (the
+// kernel is latency-bound there: at 165 registers, 12 warps per SM ran at 16% occupancy,
+// ALU-bound; 16 warps need <= 128 registers, which costs a 24-byte spill at DP 128).
+constexpr int MinBlocks(int dp, int row_warps) { return row_warps == 4 && dp <= 128 ? 4 : 1; }
 
 // c += a · b on bf16 tensor cores (m16n8k16, row x col, fp32 accumulate). Fragment layout, lane =
 // 4g + t: a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..];
@@ -138,8 +145,9 @@ __device__ __forceinline__ void IssueTile(const uint16_t* pool, const PagedKvLay
 }
 
 template <int DP, int kRowWarps>
-__global__ void __launch_bounds__(kThreads) AttentionKernel(PagedKvLayer cache, BatchLayout batch, AttentionParams p,
-                                                            Split g, const uint16_t* q, uint16_t* out) {
+__global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
+    AttentionKernel(PagedKvLayer cache, BatchLayout batch, AttentionParams p, Split g, const uint16_t* q,
+                    uint16_t* out) {
   // The next kernel may be a Gemv that prefetches its weights meanwhile.
   AllowDependents();
   constexpr int kRows = 16 * kRowWarps;             // query rows of the block
@@ -182,15 +190,22 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedKvLayer cache, 
     hi = min(hi, lo + per - 1);
   }
 
-  // This lane's two rows (gr and gr + 8 of the warp's 16) and their visible keys [first, last].
+  // This lane's two rows (gr and gr + 8 of the warp's 16) and their visible keys [first, last]
+  // (positions fit int32); over the warp's live rows, the keys every row sees: [all_from, all_to].
   const int row0 = kRowWarps == 1 ? 0 : warp * 16;
-  int64_t first[2], last[2];
+  int first[2], last[2], all_from = 0, all_to = INT_MAX;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = row0 + gr + 8 * i;
     last[i] = r < rows ? batch.positions[t0 + r / g.nh] : -1;
-    first[i] = p.sliding_window > 0 ? max(int64_t{0}, last[i] - p.sliding_window + 1) : 0;
+    first[i] = p.sliding_window > 0 ? max(0, last[i] - static_cast<int>(p.sliding_window) + 1) : 0;
+    if (r < rows) {
+      all_from = max(all_from, first[i]);
+      all_to = min(all_to, last[i]);
+    }
   }
+  all_from = __reduce_max_sync(0xFFFFFFFFu, all_from);
+  all_to = min(__reduce_min_sync(0xFFFFFFFFu, all_to), static_cast<int>(hi));
   const bool warp_live = row0 < rows;
   const int key0 = kRowWarps == 1 ? warp * kWarpKeys : 0;  // this warp's keys within a tile
   const float scale2 = p.softcap > 0 ? p.scale : p.scale * kLog2e;
@@ -250,19 +265,30 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedKvLayer cache, 
           Mma(s[n + 1], a, b[2], b[3]);
         }
       }
-      // Scores (log2 domain), the tile's row max over the quad, the rescale of (sum, O).
+      // Scores (log2 domain), the tile's row max over the quad, the rescale of (sum, O). Only tiles
+      // with keys some live row must not see (the causal edge, the window, past hi) are masked.
       float tile_max[2] = {-INFINITY, -INFINITY};
+      auto score = [&](auto masked) {
 #pragma unroll
-      for (int n = 0; n < kST; ++n) {
+        for (int n = 0; n < kST; ++n) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = e >> 1;
-          const int64_t j = start + key0 + n * 8 + 2 * tc + (e & 1);
-          float x = s[n][e] * scale2;
-          if (p.softcap > 0) x = p.softcap * tanhf(x * (1.0f / p.softcap)) * kLog2e;
-          s[n][e] = (j >= first[i] && j <= last[i]) ? x : -INFINITY;
-          tile_max[i] = fmaxf(tile_max[i], s[n][e]);
+          for (int e = 0; e < 4; ++e) {
+            const int i = e >> 1;
+            float x = s[n][e] * scale2;
+            if (p.softcap > 0) x = p.softcap * tanhf(x * (1.0f / p.softcap)) * kLog2e;
+            if constexpr (decltype(masked)::value) {
+              const int j = static_cast<int>(start) + key0 + n * 8 + 2 * tc + (e & 1);
+              if (j < first[i] || j > last[i]) x = -INFINITY;
+            }
+            s[n][e] = x;
+            tile_max[i] = fmaxf(tile_max[i], x);
+          }
         }
+      };
+      if (start >= all_from && start + kTileKeys - 1 <= all_to) {
+        score(std::false_type{});
+      } else {
+        score(std::true_type{});
       }
       float alpha[2], m_use[2];
 #pragma unroll

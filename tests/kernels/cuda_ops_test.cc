@@ -209,10 +209,10 @@ TEST(CudaOps, CopiesGathersAndAddAreExact) {
 }
 
 // The fused residual add + RMSNorm against AddInPlace then RmsNorm: the same bits, for row widths
-// that give RmsNorm 64, 128 and 256 threads (and several elements per thread).
+// that give RmsNorm 64, 128 and 256 threads (and up to 36 elements per thread).
 TEST(CudaOps, AddRmsNormIsAddThenRmsNormBitForBit) {
   REQUIRE_GPU();
-  for (const int64_t dim : {100, 200, 4096, 5376}) {
+  for (const int64_t dim : {100, 200, 4096, 5376, 9000}) {
     for (bool add_one : {false, true}) {
       const int64_t rows = 5;
       const auto h = RandomBf16(rows * dim, 20, 4.0f), y = RandomBf16(rows * dim, 21, 2.0f);
