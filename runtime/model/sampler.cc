@@ -29,22 +29,37 @@ StatusOr<std::vector<PenaltyEntry>> PenaltyEntries(const SamplingParams& p, cons
   const bool counts = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
   std::vector<PenaltyEntry> entries;
   if (!repetition && !counts) return entries;
-  // (token, from the output) pairs sorted by token; a run of one token becomes one entry.
-  std::vector<std::pair<int32_t, bool>> seen;
-  seen.reserve(ctx.prompt_tokens.size() + ctx.output_tokens.size());
-  if (repetition) {
-    for (int32_t t : ctx.prompt_tokens) seen.emplace_back(t, false);
-  }
-  for (int32_t t : ctx.output_tokens) seen.emplace_back(t, true);
-  std::sort(seen.begin(), seen.end());
-  for (const auto& [t, output] : seen) {
+  // Linear in the context (this runs for every penalised row of every step): each distinct
+  // token's entry is found through a per-thread index over the vocabulary, token -> entry + 1,
+  // which is cleared again before returning; then the distinct tokens are sorted.
+  thread_local std::vector<int32_t> index;
+  if (static_cast<int64_t>(index.size()) < vocab) index.resize(vocab, 0);
+  int32_t bad = -1;
+  bool bad_seen = false;
+  auto add = [&](int32_t t, bool output) {
     if (t < 0 || t >= vocab) {
-      return InvalidArgument("sampling: context token " + std::to_string(t) + " outside [0, " +
-                             std::to_string(vocab) + ")");
+      if (!bad_seen) bad = t;
+      bad_seen = true;
+      return;
     }
-    if (entries.empty() || entries.back().token != t) entries.push_back({.token = t, .seen = repetition ? 1 : 0});
-    if (output) ++entries.back().output_count;
+    int32_t& slot = index[t];
+    if (slot == 0) {
+      entries.push_back({.token = t, .seen = repetition ? 1 : 0});
+      slot = static_cast<int32_t>(entries.size());
+    }
+    if (output) ++entries[slot - 1].output_count;
+  };
+  if (repetition) {
+    for (int32_t t : ctx.prompt_tokens) add(t, false);
   }
+  for (int32_t t : ctx.output_tokens) add(t, true);
+  for (const PenaltyEntry& e : entries) index[e.token] = 0;
+  if (bad_seen) {
+    return InvalidArgument("sampling: context token " + std::to_string(bad) + " outside [0, " + std::to_string(vocab) +
+                           ")");
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const PenaltyEntry& x, const PenaltyEntry& y) { return x.token < y.token; });
   return entries;
 }
 

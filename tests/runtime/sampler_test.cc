@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 namespace df11 {
 namespace {
@@ -93,6 +96,38 @@ TEST(Sampler, Penalties) {
   EXPECT_EQ(Pick(p, 0, output), 2);
   const std::vector<int32_t> bad = {6};
   EXPECT_FALSE(Sample(kLogits, p, {{}, bad, 0}).ok());
+}
+
+// Penalty entries worked by hand: one per distinct token, by token id; the prompt counts only for
+// the repetition penalty; an out-of-range token is refused by name and leaves no trace in the
+// next call (the per-thread index is cleared).
+TEST(Sampler, PenaltyEntriesByHand) {
+  const std::vector<int32_t> prompt = {5, 3, 5}, output = {3, 7, 3};
+  auto fields = [](const std::vector<PenaltyEntry>& entries) {
+    std::vector<std::array<int32_t, 3>> f;
+    f.reserve(entries.size());
+    for (const PenaltyEntry& e : entries) f.push_back({e.token, e.seen, e.output_count});
+    return f;
+  };
+  SamplingParams both;
+  both.repetition_penalty = 1.3f;
+  both.frequency_penalty = 0.5f;
+  auto r = PenaltyEntries(both, {prompt, output, 0}, 10);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(fields(*r), (std::vector<std::array<int32_t, 3>>{{3, 1, 2}, {5, 1, 0}, {7, 1, 1}}));
+  SamplingParams frequency;
+  frequency.frequency_penalty = 0.5f;
+  r = PenaltyEntries(frequency, {prompt, output, 0}, 10);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(fields(*r), (std::vector<std::array<int32_t, 3>>{{3, 0, 2}, {7, 0, 1}}));
+  EXPECT_TRUE(PenaltyEntries(SamplingParams{}, {prompt, output, 0}, 10)->empty());  // no penalty
+  const std::vector<int32_t> bad = {2, 12, 2};
+  r = PenaltyEntries(both, {bad, output, 0}, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("context token 12 outside [0, 10)"), std::string::npos) << r.status().ToString();
+  r = PenaltyEntries(both, {std::vector<int32_t>{2}, std::vector<int32_t>{}, 0}, 10);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(fields(*r), (std::vector<std::array<int32_t, 3>>{{2, 1, 0}}));
 }
 
 TEST(Sampler, LogprobsAreRawLogSoftmax) {
