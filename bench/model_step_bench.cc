@@ -5,7 +5,8 @@
 // positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
 // decode steps where sequences 0..B-1 each append one token at position P (the same work every
 // repetition), and one prefill of a fresh N-token prompt (default 2048). Each timed step is
-// Model::Step wall time up to logits on the host (it synchronizes), after 3 warm-up steps;
+// Model::Step wall time up to its output on the host (sampled tokens for decode steps, logits for
+// the prefill; it synchronizes), after 3 warm-up steps;
 // decompression time is the sum of CUDA events around the DF11 decode launches. One StepOutput is
 // reused across steps (a fresh logits vector per step adds page faults: 128 x 152k fp32 is 78 MB).
 // Medians of --reps (default 15, >= 10) runs. Prints a table and the DF11/BF16 ratio per batch size.
@@ -256,7 +257,8 @@ int Main(int argc, char** argv) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return Fail(FailedPrecondition("no CUDA device"));
   json out = {{"gpu", prop.name},
-              {"method", "Model::Step wall time to logits on host; median of reps after 3 warm-ups; decode at "
+              {"method", "Model::Step wall time to its output on host (decode: greedy tokens sampled on the "
+                         "device, unless --logits); median of reps after 3 warm-ups; decode at "
                          "`context` cached positions of real KV per sequence"},
               {"reps", o.reps},
               {"context", o.context}};
