@@ -84,6 +84,10 @@ class EventTimer {
 Status RmsNorm(const uint16_t* x, const float* w, int64_t rows, int64_t dim, float eps, bool add_one, uint16_t* out,
                GpuStream stream);
 
+// ApplyRope, SplitColumns and WriteKv below are the step's former ops: the model now runs
+// PrepareAttention, which the tests check bit for bit against these in turn (each of them checked
+// against its CPU twin).
+
 // In place, x [T, num_heads, head_dim] bf16, neox rotation of the first rotary_dim elements of
 // each head: angle = float(positions[t]) * inv_freq[i] (fp32), cos/sin rounded to bf16, then
 // x1' = bf16(bf16(x1 c) - bf16(x2 s)), x2' = bf16(bf16(x2 c) + bf16(x1 s)) as transformers does.
