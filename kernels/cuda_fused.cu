@@ -15,14 +15,10 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kPerLane = kMaxHeadDim / 32;
 constexpr int kItemWarps = 4;  // PrepareAttention: warps (head vectors) per block
 
-// The threads RmsNorm launches for a row of `dim` (cuda_ops.cu ThreadsFor): the norm's fp32
-// summation order follows from it.
-__host__ __device__ constexpr int NormThreads(int64_t dim) { return dim >= 256 ? 256 : dim >= 128 ? 128 : 64; }
-
 cudaStream_t S(GpuStream s) { return reinterpret_cast<cudaStream_t>(s); }
 
 // hidden = bf16(hidden + y), then normed = RmsNormKernel's output for the new hidden: the same
-// per-thread sums (NormThreads(dim) threads, strided) and BlockSum.
+// per-thread sums (ThreadsFor(dim) threads, strided) and FinishRmsNorm.
 __global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const float* w, int64_t dim, float eps,
                                  bool add_one, uint16_t* normed) {
   AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
@@ -36,18 +32,12 @@ __global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const floa
     const float v = Bf16ToFloat(h);
     sum += v * v;
   }
-  __shared__ float warp_sums[32];
-  sum = BlockSum(sum, warp_sums);
-  const float r = rsqrtf(sum / static_cast<float>(dim) + eps);
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float v = Bf16ToFloat(row[i]) * r;
-    dst[i] = add_one ? FloatToBf16(v * (1.0f + w[i])) : FloatToBf16(w[i] * RoundBf16(v));
-  }
+  FinishRmsNorm(sum, row, w, dim, eps, add_one, dst);
 }
 
 // One warp per head vector: item i of token blockIdx.x is q head i (i < num_heads), then k heads,
 // then v heads. Lane l holds elements l + 32 j. The norm emulates RmsNormKernel's order: virtual
-// thread u of NormThreads(head_dim) sums elements u, u + threads, ... in turn; each virtual warp's
+// thread u of ThreadsFor(head_dim) sums elements u, u + threads, ... in turn; each virtual warp's
 // sums are added by WarpSum; the virtual warps' totals in order. Rope as RopeKernel, element-wise,
 // from the token's cos/sin computed once per block.
 __global__ void __launch_bounds__(32 * kItemWarps)
@@ -90,7 +80,7 @@ __global__ void __launch_bounds__(32 * kItemWarps)
   }
   const float* norm = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : nullptr;
   if (norm != nullptr) {
-    const int virtual_warps = NormThreads(d) / 32;
+    const int virtual_warps = ThreadsFor(d) / 32;
     float total = 0;
     for (int w = 0; w < virtual_warps; ++w) {
       float sum = 0;
@@ -106,9 +96,7 @@ __global__ void __launch_bounds__(32 * kItemWarps)
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       const int e = lane + 32 * j;
-      if (e >= d) continue;
-      const float v = Bf16ToFloat(x[j]) * r;
-      x[j] = p.add_one ? FloatToBf16(v * (1.0f + norm[e])) : FloatToBf16(norm[e] * RoundBf16(v));
+      if (e < d) x[j] = NormElement(x[j], r, norm[e], p.add_one);
     }
   }
   const int64_t half = kind == 2 ? 0 : rope_half;
@@ -139,8 +127,8 @@ __global__ void __launch_bounds__(32 * kItemWarps)
 Status AddRmsNorm(uint16_t* hidden, const uint16_t* y, const float* w, int64_t rows, int64_t dim, float eps,
                   bool add_one, uint16_t* normed, GpuStream stream) {
   if (rows == 0) return Status::Ok();
-  AddRmsNormKernel<<<static_cast<unsigned>(rows), NormThreads(dim), 0, S(stream)>>>(hidden, y, w, dim, eps, add_one,
-                                                                                    normed);
+  AddRmsNormKernel<<<static_cast<unsigned>(rows), ThreadsFor(dim), 0, S(stream)>>>(hidden, y, w, dim, eps, add_one,
+                                                                                   normed);
   return CheckLaunch("AddRmsNormKernel");
 }
 

@@ -150,13 +150,7 @@ __global__ void RmsNormKernel(const uint16_t* x, const float* w, int64_t dim, fl
     const float v = Bf16ToFloat(row[i]);
     sum += v * v;
   }
-  __shared__ float warp_sums[32];
-  sum = BlockSum(sum, warp_sums);
-  const float r = rsqrtf(sum / static_cast<float>(dim) + eps);
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float v = Bf16ToFloat(row[i]) * r;
-    dst[i] = add_one ? FloatToBf16(v * (1.0f + w[i])) : FloatToBf16(w[i] * RoundBf16(v));
-  }
+  FinishRmsNorm(sum, row, w, dim, eps, add_one, dst);
 }
 
 __global__ void RopeKernel(uint16_t* x, int64_t num_heads, int64_t head_dim, int64_t half, const int32_t* positions,
@@ -275,8 +269,6 @@ __global__ void WriteKvKernel(PagedKvLayer cache, BatchLayout batch, const uint1
     cache.v[slot * row + i] = v[t * row + i];
   }
 }
-
-int ThreadsFor(int64_t n) { return n >= 256 ? 256 : n >= 128 ? 128 : 64; }
 
 unsigned GridFor(int64_t n, int threads) {
   const int64_t blocks = (n + threads - 1) / threads;

@@ -42,6 +42,10 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
+// Threads per block of a per-row kernel over `n` elements. RmsNorm's fp32 summation order follows
+// from it, and AddRmsNorm and PrepareAttention keep that order (the same bits).
+__host__ __device__ constexpr int ThreadsFor(int64_t n) { return n >= 256 ? 256 : n >= 128 ? 128 : 64; }
+
 // Sum over the block (blockDim.x a multiple of 32), fixed order; every thread gets the result.
 // `scratch` holds 32 floats of shared memory.
 __device__ __forceinline__ float BlockSum(float v, float* scratch) {
@@ -53,6 +57,25 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   for (int w = 0; w < warps; ++w) total += scratch[w];
   __syncthreads();
   return total;
+}
+
+// One RMSNorm output element as transformers rounds it, x scaled by r = rsqrt(mean(x^2) + eps):
+//   add_one (Gemma3RMSNorm): bf16(x * r * (1 + w))      (all fp32, one rounding)
+//   else (LlamaRMSNorm):     bf16(w * bf16(x * r))
+__device__ __forceinline__ uint16_t NormElement(uint16_t x, float r, float w, bool add_one) {
+  const float v = Bf16ToFloat(x) * r;
+  return add_one ? FloatToBf16(v * (1.0f + w)) : FloatToBf16(w * RoundBf16(v));
+}
+
+// The rest of a row's RMSNorm in a block of ThreadsFor(dim) threads, once each thread has `sum`,
+// the sum of squares of its elements threadIdx.x, + blockDim.x, ... in that order: BlockSum, then
+// dst[i] = NormElement(row[i]) over the same elements (dst may alias row).
+__device__ __forceinline__ void FinishRmsNorm(float sum, const uint16_t* row, const float* w, int64_t dim, float eps,
+                                              bool add_one, uint16_t* dst) {
+  __shared__ float warp_sums[32];
+  sum = BlockSum(sum, warp_sums);
+  const float r = rsqrtf(sum / static_cast<float>(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = NormElement(row[i], r, w[i], add_one);
 }
 
 }  // namespace df11::cuda
