@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -118,9 +117,8 @@ struct Model::CudaState {
   };
   static constexpr size_t kMaxStepGraphs = 64;
   std::vector<StepGraph> graphs;  // an entry without exec: its shape ran once, eagerly
-  bool graphs_failed = false;     // a capture failed (graph_error): op by op from then on
+  bool graphs_failed = false;     // the runtime refused a capture: no more captures
   bool replayed_graph = false;    // the current step's forward pass ran as a graph
-  std::string graph_error;
   cuda::EventTimer decode_timer;
   cuda::EventTimer gemm_timer, attention_timer;  // StepInput::profile
   bool profile = false;
@@ -142,7 +140,7 @@ struct Model::CudaState {
   // y[T, out] = x[T, in] · W^T (+ bias), bf16.
   Status Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y);
   // Enqueues `forward` on the stream: the first time for a shape as is, the second time captured
-  // and replayed, then replayed. A capture the runtime refuses turns graphs off for the model.
+  // and replayed, then replayed. After a capture the runtime refuses, new shapes run op by op.
   Status ReplayOrCapture(int64_t tokens, int64_t max_keys, const std::array<uint64_t, 6>& pointers,
                          const std::function<Status()>& forward);
   // output.samples from logits [rows, vocab] fp32 on the device (model_cuda_sample.cc); waits

@@ -165,10 +165,9 @@ Status Model::CudaState::ReplayOrCapture(int64_t tokens, int64_t max_keys, const
     decode_timer.Restore(events_before);
     st = exec.status();
   }
-  // A capture the runtime refused: this model runs op by op from now on (same kernels, same
-  // bits); a real error shows again there.
+  // A capture the runtime refused: this model captures no more graphs (same kernels, same bits
+  // op by op; a real error shows again there); those already captured still replay.
   graphs_failed = true;
-  graph_error = st.message();
   return forward();
 }
 
