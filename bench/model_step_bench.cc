@@ -1,6 +1,6 @@
 // model_step_bench: forward-step latency of a BF16 model and its DF11 twin on the GPU.
 // Usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] [--prefill N]
-//                         [--batches 1,8,32,64,128] [--profile] [--eager] [--logits]
+//                         [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes]
 // Per model (loaded one after the other): every sequence first gets P (default 512) cached
 // positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
 // decode steps where sequences 0..B-1 each append one token at position P (the same work every
@@ -17,7 +17,8 @@
 // do: only the token ids come back); --logits copies every row's fp32 logits to the host instead
 // (78 MB at batch 128), as this benchmark did before.
 // Decode steps replay CUDA graphs (ModelOptions::cuda_graphs; profiled runs never do); --eager
-// runs them op by op.
+// runs them op by op. DF11 linears run the fused DF11 GEMV up to 4 tokens (ModelOptions::
+// df11_lanes); --no-lanes decodes every unit into the scratch first, as before.
 // Every decode line also gives its floor: the model's weights plus each sequence's KV read once at
 // the read roofline measured first (read_roofline.h), and the step's ratio to it.
 #include <cuda_runtime.h>
@@ -46,6 +47,7 @@ struct Options {
   std::vector<int64_t> batches = {1, 8, 32, 64, 128};
   bool profile = false;
   bool eager = false;
+  bool no_lanes = false;
   bool logits = false;  // decode steps copy fp32 logits to the host instead of sampling
 };
 
@@ -124,7 +126,7 @@ json ProfileOf(const Timing& t, const char* label) {
 // read_bytes_per_s: the read roofline (read_roofline.h); a decode step's floor is its weights plus
 // every sequence's KV read once at that rate.
 StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_bytes_per_s) {
-  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda, .cuda_graphs = !o.eager}));
+  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda, .cuda_graphs = !o.eager, .df11_lanes = !o.no_lanes}));
   const ModelConfig& c = model->config();
   const LoadReport& r = model->load_report();
   const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
@@ -153,6 +155,9 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
   const int64_t kv_bytes_per_sequence = KvCache::BytesPerBlock(c, kBlockSize, Device::kCuda) * ctx_blocks;
   json result = {{"dir", dir},
                  {"cuda_graphs", !o.eager},
+                 {"df11_lane_matrices", r.lane_matrices},
+                 {"load_warnings", r.warnings},
+                 {"load_seconds", r.load_seconds},
                  {"decode_samples_on_device", !o.logits},
                  {"df11", r.df11},
                  {"weight_bytes", r.weight_bytes},
@@ -231,6 +236,8 @@ bool ParseArgs(int argc, char** argv, Options& o) {
       o.profile = true;
     } else if (a == "--eager") {
       o.eager = true;
+    } else if (a == "--no-lanes") {
+      o.no_lanes = true;
     } else if (a == "--logits") {
       o.logits = true;
     } else if (a == "--batches") {
@@ -251,7 +258,7 @@ int Main(int argc, char** argv) {
   Options o;
   if (!ParseArgs(argc, argv, o)) {
     std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
-                         "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager] [--logits]\n");
+                         "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes]\n");
     return 2;
   }
   cudaDeviceProp prop{};

@@ -1,7 +1,8 @@
 // The small-batch linear (see cuda_gemm.h, Gemv): y[T, N] = x[T, K] · W[N, K]^T for T <= 4, one warp
 // per 1 or 4 output rows, W streamed once in 16-byte loads (evict-first), x read through L1.
-// Reduction order, fixed: lane l adds its 16-byte chunks l, l + 32, l + 64, ... in order (8 fused
-// multiply-adds each), then a butterfly over the 32 lanes; the same for every row, token and call.
+// Reduction order, fixed (cuda_gemv_internal.cuh, shared with the fused DF11 GEMV): lane l adds its
+// 16-byte chunks l, l + 32, l + 64, ... in order (8 fused multiply-adds each), then a butterfly
+// over the 32 lanes; the same for every row, token and call.
 // Launched as a dependent (programmatic dependent launch, cuda_ops_internal.cuh): while the
 // previous kernel finishes, each warp prefetches its first W chunks into L2, then waits for it
 // before reading x or writing y. (A DF11 model's W is the output of the DF11 decode launched just
@@ -12,7 +13,7 @@
 #include <string>
 
 #include "kernels/cuda_gemm.h"
-#include "kernels/cuda_ops_internal.cuh"
+#include "kernels/cuda_gemv_internal.cuh"
 
 namespace df11::cuda {
 namespace {
@@ -20,15 +21,6 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 // 16-byte W loads a lane has in flight: kLoads / kRows chunks of each of its kRows rows.
 constexpr int kLoads = 8;
-
-__device__ __forceinline__ void Dot8(const uint4& w, const uint4& x, float& acc) {
-  const uint32_t wv[4] = {w.x, w.y, w.z, w.w}, xv[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    acc = fmaf(__uint_as_float(wv[i] << 16), __uint_as_float(xv[i] << 16), acc);
-    acc = fmaf(__uint_as_float(wv[i] & 0xffff0000u), __uint_as_float(xv[i] & 0xffff0000u), acc);
-  }
-}
 
 // Grid: ceil(n / (kWarpsPerBlock * kRows)) blocks of kWarpsPerBlock warps; warp w of block b owns
 // rows (b * kWarpsPerBlock + w) * kRows + [0, kRows), so each x chunk read serves kRows rows.
@@ -71,7 +63,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     for (int t = 0; t < kTokens; ++t) {
       const uint4 xv = __ldg(xs + t * chunks + c);
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) Dot8(wv[r], xv, acc[r][t]);
+      for (int r = 0; r < kRows; ++r) GemvDot8(wv[r], xv, acc[r][t]);
     }
   };
   int64_t c = lane;
@@ -91,27 +83,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     for (int r = 0; r < kRows; ++r) wv[r] = __ldcs(wrow[r] + c);
     step(wv, c);
   }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      for (int offset = 16; offset > 0; offset /= 2) acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], offset);
-    }
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t row = first + r;
-      if (row >= n) break;
-#pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        float v = acc[r][t];
-        if (bias != nullptr) v += bias[row];
-        if (accumulate) v += Bf16ToFloat(y[t * n + row]);
-        y[t * n + row] = FloatToBf16(v);
-      }
-    }
-  }
+  GemvStore(acc, first, n, bias, accumulate, y);
 }
 
 template <int kTokens, int kRows>

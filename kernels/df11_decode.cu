@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/df11_decode_cuda.h"
+#include "kernels/df11_device.cuh"
 #include "kernels/df11_fast_table.h"
 #include "kernels/gpu.h"
 
@@ -36,28 +37,6 @@ constexpr int kScanBytes = 32 * 4;
 constexpr int kStagingBytes = kThreads * kStagingStride;  // multiple of 16: `exps` stays 16-byte aligned
 
 __device__ __forceinline__ uint32_t Bswap(uint32_t x) { return __byte_perm(x, 0, 0x0123); }
-
-// Joins 4 exponents and 4 sign_mantissa bytes (one per byte lane) into 4 BF16 (two u32).
-__device__ __forceinline__ uint2 Compose4(uint32_t exps, uint32_t sms) {
-  uint2 r;
-  const uint32_t e_lo = __byte_perm(exps, 0, 0x4140), s_lo = __byte_perm(sms, 0, 0x4140);
-  const uint32_t e_hi = __byte_perm(exps, 0, 0x4342), s_hi = __byte_perm(sms, 0, 0x4342);
-  r.x = ((s_lo & 0x00800080u) << 8) | (e_lo << 7) | (s_lo & 0x007F007Fu);
-  r.y = ((s_hi & 0x00800080u) << 8) | (e_hi << 7) | (s_hi & 0x007F007Fu);
-  return r;
-}
-
-// Symbol and length of the code at the top of `peek` by walking the published LUTs (validated:
-// at most 4 lookups). Used only where the pair table cannot settle a code.
-__device__ __noinline__ uint32_t WalkLuts(const uint8_t* __restrict__ luts, int num_luts, uint32_t peek) {
-  uint32_t t = 0, symbol = 0;
-  for (int level = 0; level < 4; ++level) {
-    symbol = __ldg(&luts[t * 256 + ((peek >> (24 - 8 * level)) & 0xFF)]);
-    if (symbol < 240) break;
-    t = 256 - symbol;
-  }
-  return symbol | static_cast<uint32_t>(__ldg(&luts[(num_luts - 1) * 256 + symbol])) << 16;
-}
 
 // Inclusive block-wide sum of `v` over 512 threads; `scratch` holds 16 warp totals.
 __device__ __forceinline__ uint32_t BlockInclusiveSum(uint32_t v, uint32_t* scratch) {
@@ -291,6 +270,7 @@ Status LaunchDf11Decode(const DeviceUnit& unit, const UnitLayout& layout, uint64
                       std::to_string(unit.num_elements) + ")");
   }
   if (begin == end) return Status::Ok();
+  if (unit.stream == nullptr) return FailedPrecondition("DF11 decode: the unit was uploaded without its stream");
   const auto [c0, c1] = ChunksOf(layout, begin, end);
   DF11_ASSIGN_OR_RETURN(const KernelConfig cfg, Configure(unit));
   const uint32_t chunks = c1 - c0;
@@ -322,6 +302,7 @@ StatusOr<std::vector<Df11DecodeItem>> Df11DecodeItems(const UnitLayout& layout, 
 Status LaunchDf11DecodeItems(const DeviceUnit& unit, const Df11DecodeItem* items, uint32_t num_items, bool vector_ok,
                              uint16_t* out, GpuStream stream) {
   if (num_items == 0) return Status::Ok();
+  if (unit.stream == nullptr) return FailedPrecondition("DF11 decode: the unit was uploaded without its stream");
   DF11_ASSIGN_OR_RETURN(const KernelConfig cfg, Configure(unit));
   const uint32_t grid = std::min<uint32_t>(num_items, cfg.max_grid);
   vector_ok = vector_ok && reinterpret_cast<uintptr_t>(out) % 16 == 0;
@@ -352,31 +333,34 @@ DeviceUnitBuffer& DeviceUnitBuffer::operator=(DeviceUnitBuffer&& other) noexcept
   return *this;
 }
 
-StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const UnitLayout& layout) {
+StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const UnitLayout& layout, bool with_stream) {
   if (layout.threads_per_block != kThreads) {
     return InvalidArgument("the CUDA decoder supports threads_per_block 512 (the published value), got " +
                            std::to_string(layout.threads_per_block));
   }
   auto align = [](uint64_t v) { return (v + 255) & ~uint64_t{255}; };
   const uint64_t chunk_bytes = uint64_t{kThreads} * kBytesPerWindow;
-  const uint64_t stream_bytes = layout.num_chunks * chunk_bytes + 16;
-  const uint64_t gap_bytes = layout.num_chunks * kThreads * 5 / 8 + 8;
+  const uint64_t stream_bytes = with_stream ? layout.num_chunks * chunk_bytes + 16 : 0;
+  const uint64_t gap_bytes = with_stream ? layout.num_chunks * kThreads * 5 / 8 + 8 : 0;
+  const uint64_t starts_bytes = with_stream ? 4 * layout.chunk_starts.size() : 0;
   const uint64_t off_table = 0;
   const uint64_t off_luts = align(off_table + kTableBytes);
   const uint64_t off_stream = align(off_luts + view.luts.size());
   const uint64_t off_sm = align(off_stream + stream_bytes);
   const uint64_t off_starts = align(off_sm + layout.num_elements + 16);
-  const uint64_t off_gaps = align(off_starts + 4 * layout.chunk_starts.size());
+  const uint64_t off_gaps = align(off_starts + starts_bytes);
   const uint64_t total = align(off_gaps + gap_bytes);
 
   std::vector<uint8_t> host(total, 0);
   const auto table = BuildPairTable(view.luts);
   std::memcpy(&host[off_table], table.data(), kTableBytes);
   std::memcpy(&host[off_luts], view.luts.data(), view.luts.size());
-  std::memcpy(&host[off_stream], view.encoded_exponent.data(), view.encoded_exponent.size());
   std::memcpy(&host[off_sm], view.sign_mantissa.data(), view.sign_mantissa.size());
-  std::memcpy(&host[off_starts], layout.chunk_starts.data(), 4 * layout.chunk_starts.size());
-  std::memcpy(&host[off_gaps], view.gaps.data(), std::min<uint64_t>(view.gaps.size(), gap_bytes));
+  if (with_stream) {
+    std::memcpy(&host[off_stream], view.encoded_exponent.data(), view.encoded_exponent.size());
+    std::memcpy(&host[off_starts], layout.chunk_starts.data(), starts_bytes);
+    std::memcpy(&host[off_gaps], view.gaps.data(), std::min<uint64_t>(view.gaps.size(), gap_bytes));
+  }
 
   DeviceUnitBuffer buf;
   DF11_CUDA_RETURN(cudaMalloc(&buf.base_, total));
@@ -386,10 +370,10 @@ StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const 
   DeviceUnit& u = buf.unit_;
   u.pair_table = reinterpret_cast<const uint32_t*>(b + off_table);
   u.luts = b + off_luts;
-  u.stream = b + off_stream;
+  u.stream = with_stream ? b + off_stream : nullptr;
   u.sign_mantissa = b + off_sm;
-  u.chunk_starts = reinterpret_cast<const uint32_t*>(b + off_starts);
-  u.gaps = b + off_gaps;
+  u.chunk_starts = with_stream ? reinterpret_cast<const uint32_t*>(b + off_starts) : nullptr;
+  u.gaps = with_stream ? b + off_gaps : nullptr;
   u.num_elements = layout.num_elements;
   u.num_bytes = layout.num_bytes;
   u.num_chunks = static_cast<uint32_t>(layout.num_chunks);

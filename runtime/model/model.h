@@ -43,6 +43,10 @@ struct ModelOptions {
   // kCuda: decode-only steps (one new token per sequence, not profiled) replay a CUDA graph per
   // batch size once captured; false runs every step op by op (the same kernels, the same bits).
   bool cuda_graphs = true;
+  // kCuda, DF11: linears keep their weights as lane streams (kernels/df11_lanes.h) and run the
+  // fused DF11 GEMV for up to 4 tokens (the BF16 Gemv's bits); false decodes every unit into the
+  // scratch before its GEMMs, as before.
+  bool df11_lanes = true;
 };
 
 // How to sample a sequence's logits rows (sampler.h).
@@ -96,6 +100,8 @@ struct LoadReport {
   // shares (ModelOptions::scratch), so counted once per GPU, not per model; 0 on the CPU.
   uint64_t shared_scratch_bytes = 0;
   double load_seconds = 0;
+  int lane_matrices = 0;              // CUDA, DF11: linears kept as lane streams (fused GEMV)
+  std::vector<std::string> warnings;  // what the load left slower than it could be, and why
 };
 
 class Model {

@@ -21,6 +21,7 @@
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_sampling.h"
 #include "kernels/df11_decode_cuda.h"
+#include "kernels/df11_lanes_cuda.h"
 #endif
 
 namespace df11 {
@@ -37,7 +38,8 @@ struct DeviceLinear {
   const uint16_t* plain = nullptr;  // BF16 [out, in] in VRAM, or
   int unit = -1;                    // index into CudaState::units (DF11)
   uint64_t scratch_offset = 0;      // elements into the scratch where the decoded matrix starts
-  uint64_t unit_offset = 0;         // elements into the unit (embedding rows)
+  uint64_t unit_offset = 0;         // elements into the unit (embedding rows, sign_mantissa)
+  int lanes = -1;                   // DF11 as lane streams: index into CudaState::lanes (fused GEMV)
   const float* bias = nullptr;      // [out] fp32 or null
 };
 
@@ -48,10 +50,19 @@ struct DeviceUnitPlan {
   struct Range {
     uint64_t begin = 0, end = 0, scratch_offset = 0;
   };
+  // A matrix of the unit kept as lane streams (df11_lanes.h): lanes index, where it starts in the
+  // unit and in the scratch, and its elements.
+  struct LaneMatrix {
+    int lanes = -1;
+    uint64_t unit_offset = 0, scratch_offset = 0, elements = 0;
+  };
   const Df11Unit* host = nullptr;
   DeviceUnitBuffer buffer;
   std::vector<Range> ranges;
   uint64_t scratch_elements = 0;
+  std::vector<LaneMatrix> lane_matrices;
+  bool keep_stream = false;  // something reads the unit by element ranges (the embedding)
+  bool slim = false;         // uploaded without its stream: every element is in lane_matrices
 };
 
 // A layer in VRAM: norm weights as fp32 device vectors, linears as DeviceLinear (decoder_layer.h).
@@ -93,6 +104,9 @@ struct Model::CudaState {
   uint64_t scratch_needed = 0;                // bytes this model needs of the scratch
   std::vector<cuda::DeviceBuffer> resident;   // BF16 weights, norms, biases, inverse frequencies
   std::vector<std::unique_ptr<DeviceUnitPlan>> units;
+  std::vector<DeviceLanesBuffer> lanes;  // DF11 matrices as lane streams (DeviceLinear::lanes)
+  bool use_lanes = true;                 // ModelOptions::df11_lanes
+  std::vector<std::string> warnings;     // matrices left on the decode-then-GEMM path, and why
   std::vector<DeviceLayer> layers;
   DeviceLinear embedding, lm_head;
   const float* final_norm = nullptr;
@@ -127,8 +141,17 @@ struct Model::CudaState {
   // Load helpers (model_cuda_load.cc).
   StatusOr<const float*> UploadFloats(const std::vector<float>& values, const char* what);
   StatusOr<int> UploadUnit(const Df11Unit& unit);
-  // `decoded`: the weight goes through Linear (its unit must fit the scratch).
-  StatusOr<DeviceLinear> UploadLinear(const Checkpoint& checkpoint, const LinearWeight& w, bool decoded);
+  // `decoded`: the weight goes through Linear (its unit must fit the scratch); `transcode`: a DF11
+  // weight also gets lane streams (TranscodeLinear).
+  StatusOr<DeviceLinear> UploadLinear(const Checkpoint& checkpoint, const LinearWeight& w, bool decoded,
+                                      bool transcode = true);
+  // Gives DF11 matrix d ([out, in] at d.unit_offset of its unit) lane streams when use_lanes and its
+  // shape allows: decoded on the host, re-arranged, uploaded, then decoded on the GPU and compared
+  // with the host's words bit for bit. A matrix that fails stays on the decode-then-GEMM path with
+  // a warning naming it; only CUDA errors fail the load.
+  Status TranscodeLinear(DeviceLinear& d, const std::string& name);
+  // Re-uploads without their streams the units whose every element is in lane streams.
+  Status SlimUnits();
   // One matrix of `parts` stacked by rows (biases concatenated, zeros for a part without one): a
   // BF16 copy in one allocation, or DF11 slices that lie next to each other in the scratch
   // (UNIMPLEMENTED, naming them, when the unit orders them otherwise).

@@ -1,7 +1,13 @@
 // Model::LoadCuda: weights into VRAM (see model_cuda.h). DF11 units are uploaded compressed,
 // BF16 tensors copied as BF16, norm weights and biases as fp32; no BF16 copy of a DF11 weight.
+// DF11 linears are re-arranged into lane streams (TranscodeLinear), and a unit whose every
+// element then lives in lane streams drops its own stream (SlimUnits).
 #include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
 
+#include "kernels/df11_codec.h"
 #include "runtime/model/model_cuda.h"
 
 namespace df11 {
@@ -65,15 +71,15 @@ StatusOr<int> Model::CudaState::UploadUnit(const Df11Unit& unit) {
   return static_cast<int>(units.size() - 1);
 }
 
-StatusOr<DeviceLinear> Model::CudaState::UploadLinear(const Checkpoint& checkpoint, const LinearWeight& w,
-                                                      bool decoded) {
+StatusOr<DeviceLinear> Model::CudaState::UploadLinear(const Checkpoint& checkpoint, const LinearWeight& w, bool decoded,
+                                                      bool transcode) {
   DeviceLinear d;
   d.out_features = w.out_features;
   d.in_features = w.in_features;
   DF11_ASSIGN_OR_RETURN(d.bias, UploadFloats(w.bias, "bias"));
   if (w.unit != nullptr) {
     DF11_ASSIGN_OR_RETURN(d.unit, UploadUnit(*w.unit));
-    const DeviceUnitPlan& plan = *units[d.unit];
+    DeviceUnitPlan& plan = *units[d.unit];
     d.unit_offset = w.unit_offset;
     bool found = false;
     for (const DeviceUnitPlan::Range& r : plan.ranges) {
@@ -84,6 +90,8 @@ StatusOr<DeviceLinear> Model::CudaState::UploadLinear(const Checkpoint& checkpoi
     }
     if (!found) return Internal(checkpoint.dir() + ": " + w.name + " is not inside its DF11 unit");
     if (decoded) scratch_needed = std::max(scratch_needed, 2 * plan.scratch_elements);
+    if (!decoded) plan.keep_stream = true;
+    if (decoded && transcode) DF11_RETURN_IF_ERROR(TranscodeLinear(d, w.name));
     return d;
   }
   DF11_ASSIGN_OR_RETURN(const uint16_t* host, df11::WeightData(w, UnitScratch()));
@@ -116,11 +124,12 @@ StatusOr<DeviceLinear> Model::CudaState::UploadFused(const Checkpoint& checkpoin
   }
   DF11_ASSIGN_OR_RETURN(d.bias, UploadFloats(bias, "bias"));
   if (parts[0]->unit != nullptr) {  // DF11: slices of one unit, decoded next to each other
-    uint64_t next = 0;
+    uint64_t next = 0, unit_next = 0;
+    bool unit_adjacent = true;  // and back to back in the unit (lane streams cover them as one)
     for (size_t i = 0; i < parts.size(); ++i) {
       LinearWeight slice = *parts[i];
       slice.bias.clear();
-      DF11_ASSIGN_OR_RETURN(const DeviceLinear p, UploadLinear(checkpoint, slice, true));
+      DF11_ASSIGN_OR_RETURN(const DeviceLinear p, UploadLinear(checkpoint, slice, true, false));
       if (i == 0) {
         d.unit = p.unit;
         d.unit_offset = p.unit_offset;
@@ -129,7 +138,15 @@ StatusOr<DeviceLinear> Model::CudaState::UploadFused(const Checkpoint& checkpoin
         return Unimplemented(checkpoint.dir() + ": " + slice.name + " does not follow " + parts[i - 1]->name +
                              " in its DF11 unit; the CUDA backend runs them as one matrix");
       }
+      if (i > 0 && p.unit_offset != unit_next) unit_adjacent = false;
       next = p.scratch_offset + static_cast<uint64_t>(p.out_features) * p.in_features;
+      unit_next = p.unit_offset + static_cast<uint64_t>(p.out_features) * p.in_features;
+    }
+    if (unit_adjacent) {
+      DF11_RETURN_IF_ERROR(TranscodeLinear(d, parts[0]->name + " (stacked)"));
+    } else if (use_lanes) {
+      warnings.push_back(parts[0]->name +
+                         " (stacked): parts not back to back in their DF11 unit; decoded before its GEMM");
     }
     return d;
   }
@@ -150,10 +167,78 @@ StatusOr<DeviceLinear> Model::CudaState::UploadFused(const Checkpoint& checkpoin
   return d;
 }
 
+Status Model::CudaState::TranscodeLinear(DeviceLinear& d, const std::string& name) {
+  if (!use_lanes || d.unit < 0) return Status::Ok();
+  DeviceUnitPlan& plan = *units[d.unit];
+  if (plan.keep_stream) return Status::Ok();  // a tied lm_head: the embedding's unit keeps its stream
+  const Df11Unit& unit = *plan.host;
+  const int64_t rows = d.out_features, cols = d.in_features;
+  const uint64_t n = static_cast<uint64_t>(rows) * cols;
+  if (cols % 8 != 0 || d.unit_offset % 8 != 0) {
+    warnings.push_back(name + ": in_features " + std::to_string(cols) + " or unit offset " +
+                       std::to_string(d.unit_offset) + " not a multiple of 8; decoded before its GEMM");
+    return Status::Ok();
+  }
+  std::vector<uint16_t> words(n);
+  DF11_RETURN_IF_ERROR(
+      DecodeUnitCpuFast(unit.view, unit.layout, d.unit_offset, d.unit_offset + n, words.data(), 0, unit.path));
+  StatusOr<std::array<SymbolCode, 256>> codes = CodesFromLuts(unit.view.luts);
+  StatusOr<LaneStreams> host_lanes =
+      codes.ok() ? BuildLaneStreams(*codes, words, rows, cols, LaneRowsPerTile(rows), name) : codes.status();
+  if (!host_lanes.ok()) {
+    warnings.push_back(name + ": no lane streams (" + host_lanes.status().ToString() + "); decoded before its GEMM");
+    return Status::Ok();
+  }
+  DF11_ASSIGN_OR_RETURN(DeviceLanesBuffer buffer, DeviceLanesBuffer::Upload(*host_lanes, stream));
+  // Verify: the GPU's lane decoder gives the host's words, in slices of at most 16 Mi elements.
+  const DeviceUnit& du = plan.buffer.unit();
+  const int64_t tile_elements = static_cast<int64_t>(host_lanes->rows_per_tile) * cols;
+  const int64_t tiles = host_lanes->num_tiles();
+  const int64_t per_slice = std::max<int64_t>(1, (int64_t{16} << 20) / tile_elements);
+  DF11_ASSIGN_OR_RETURN(
+      cuda::DeviceBuffer check,
+      cuda::DeviceBuffer::Allocate(2 * std::min<int64_t>(tiles, per_slice) * tile_elements, "lane stream check"));
+  std::vector<uint16_t> back;
+  for (int64_t t0 = 0; t0 < tiles; t0 += per_slice) {
+    const DeviceLanes slice = TileSlice(buffer.lanes(), t0, std::min(per_slice, tiles - t0));
+    const uint64_t first = static_cast<uint64_t>(t0) * tile_elements, count = slice.rows * cols;
+    DF11_RETURN_IF_ERROR(
+        LaunchLanesDecode(slice, TablesOf(du), du.sign_mantissa + d.unit_offset + first, check.as<uint16_t>(), stream));
+    back.resize(count);
+    DF11_RETURN_IF_ERROR(cuda::CopyToHost(back.data(), check.data(), 2 * count, stream));
+    if (!std::equal(back.begin(), back.end(), words.begin() + first)) {
+      warnings.push_back(name + ": lane streams decode to other bits on this GPU; decoded before its GEMM");
+      return Status::Ok();
+    }
+  }
+  weight_bytes += buffer.device_bytes();
+  lanes.push_back(std::move(buffer));
+  d.lanes = static_cast<int>(lanes.size() - 1);
+  plan.lane_matrices.push_back({d.lanes, d.unit_offset, d.scratch_offset, n});
+  return Status::Ok();
+}
+
+Status Model::CudaState::SlimUnits() {
+  for (auto& plan : units) {
+    if (plan->slim || plan->keep_stream) continue;
+    uint64_t covered = 0;
+    for (const DeviceUnitPlan::LaneMatrix& m : plan->lane_matrices) covered += m.elements;
+    if (covered != plan->host->layout.num_elements) continue;
+    const uint64_t before = plan->buffer.device_bytes();
+    StatusOr<DeviceUnitBuffer> slim = DeviceUnitBuffer::Upload(plan->host->view, plan->host->layout, false);
+    if (!slim.ok()) return slim.status().WithContext(plan->host->path);
+    plan->buffer = std::move(slim).value();  // frees the stream
+    weight_bytes = weight_bytes - before + plan->buffer.device_bytes();
+    plan->slim = true;
+  }
+  return Status::Ok();
+}
+
 Status Model::LoadCuda() {
   if (CudaDeviceCount() == 0) return FailedPrecondition(checkpoint_->dir() + ": no CUDA device");
   cuda_ = std::make_unique<CudaState>();
   CudaState& st = *cuda_;
+  st.use_lanes = options_.df11_lanes;
   DF11_ASSIGN_OR_RETURN(st.stream, cuda::CreateStream());
   DF11_RETURN_IF_ERROR(st.gemm.Init(st.stream));
   st.scratch = options_.scratch ? options_.scratch : std::make_shared<DeviceScratch>();
@@ -176,6 +261,7 @@ Status Model::LoadCuda() {
       for (LayerTensor id : members) parts.push_back(&layers_[l].linear(id));
       DF11_ASSIGN_OR_RETURN(st.layers[l].linear(target), st.UploadFused(ckpt, parts));
     }
+    DF11_RETURN_IF_ERROR(st.SlimUnits());  // a layer at a time: at most one unit twice in VRAM
   }
   DF11_ASSIGN_OR_RETURN(st.embedding, st.UploadLinear(ckpt, embedding_, false));
   const bool head_is_embedding = lm_head_.unit == embedding_.unit && lm_head_.plain == embedding_.plain &&
@@ -185,6 +271,7 @@ Status Model::LoadCuda() {
   } else {
     DF11_ASSIGN_OR_RETURN(st.lm_head, st.UploadLinear(ckpt, lm_head_, true));
   }
+  DF11_RETURN_IF_ERROR(st.SlimUnits());
   DF11_ASSIGN_OR_RETURN(st.final_norm, st.UploadFloats(final_norm_, "final norm"));
   const uint64_t weights = st.weight_bytes, bf16 = st.bf16_weight_bytes;
   DF11_ASSIGN_OR_RETURN(st.inv_freq_global, st.UploadFloats(rope_global_.inv_freq, "rope"));
@@ -210,6 +297,8 @@ Status Model::LoadCuda() {
   report_.bf16_weight_bytes = st.bf16_weight_bytes;
   report_.scratch_bytes = st.activations.bytes() + st.batch_arrays.bytes() + st.sampler_workspace.bytes();
   report_.shared_scratch_bytes = st.scratch_needed;
+  report_.warnings = st.warnings;
+  report_.lane_matrices = static_cast<int>(st.lanes.size());
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 // Model::StepCuda: the CUDA backend of the decoder layer (decoder_layer.h), bf16 activations.
-// One stream; the host enqueues the whole step and waits once, for the logits. DF11 units decode
-// into the scratch right before their layer; embedding rows of DF11 models decode in one launch
+// One stream; the host enqueues the whole step and waits once, for the logits. DF11 linears with
+// lane streams run the fused DF11 GEMV up to 4 tokens; otherwise DF11 units decode into the
+// scratch right before their layer; embedding rows of DF11 models decode in one launch
 // (only the step's distinct tokens).
 #include <algorithm>
 #include <array>
@@ -102,12 +103,21 @@ StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
   if (w.unit < 0) return w.plain;
   if (loaded_unit != w.unit) {
     const DeviceUnitPlan& plan = *units[w.unit];
+    const DeviceUnit& u = plan.buffer.unit();
     loaded_unit = -1;
     DF11_RETURN_IF_ERROR(decode_timer.Begin(stream));
-    for (const DeviceUnitPlan::Range& r : plan.ranges) {
-      const Status st = LaunchDf11Decode(plan.buffer.unit(), plan.buffer.layout(), r.begin, r.end,
-                                         scratch->data() + r.scratch_offset, stream);
-      if (!st.ok()) return st.WithContext(plan.host->path);
+    if (plan.slim) {  // every matrix from its lane streams
+      for (const DeviceUnitPlan::LaneMatrix& m : plan.lane_matrices) {
+        const Status st = LaunchLanesDecode(lanes[m.lanes].lanes(), TablesOf(u), u.sign_mantissa + m.unit_offset,
+                                            scratch->data() + m.scratch_offset, stream);
+        if (!st.ok()) return st.WithContext(plan.host->path);
+      }
+    } else {
+      for (const DeviceUnitPlan::Range& r : plan.ranges) {
+        const Status st =
+            LaunchDf11Decode(u, plan.buffer.layout(), r.begin, r.end, scratch->data() + r.scratch_offset, stream);
+        if (!st.ok()) return st.WithContext(plan.host->path);
+      }
     }
     DF11_RETURN_IF_ERROR(decode_timer.End(stream));
     loaded_unit = w.unit;
@@ -116,6 +126,14 @@ StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
 }
 
 Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y) {
+  if (w.lanes >= 0 && tokens <= cuda::kGemvMaxTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+    // The fused DF11 GEMV: the bits of Gemv (what GemmHandle runs for the BF16 twin at these tokens).
+    const DeviceUnit& u = units[w.unit]->buffer.unit();
+    if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
+    DF11_RETURN_IF_ERROR(Df11Gemv(x, lanes[w.lanes].lanes(), TablesOf(u), u.sign_mantissa + w.unit_offset, w.bias,
+                                  tokens, false, y, stream));
+    return profile ? gemm_timer.End(stream) : Status::Ok();
+  }
   DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
   if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
   if (w.bias != nullptr) {

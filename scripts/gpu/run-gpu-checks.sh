@@ -5,6 +5,7 @@
 # BUNDLE: built here with
 #   /work/shared/tools/bundle-libs BUNDLE build/tests/test_kernels build/tests/test_runtime \
 #       build/cli/df11 build/bench/df11_decode_bench build/bench/model_step_bench [build/bench/engine_bench] [build/bench/gemv_bench]
+#       [build/bench/df11_gemv_bench]
 #   strip --strip-debug BUNDLE/bin/*      # 226 MB -> 32 MB
 # (binaries: test_kernels test_runtime df11 df11_decode_bench model_step_bench)
 #
@@ -60,7 +61,7 @@ done_step test_runtime
 
 if command -v compute-sanitizer >/dev/null; then
   begin "compute-sanitizer memcheck (CUDA ops, two CUDA model tests)"
-  kernel_filter='CudaOps*:CudaSampling*'
+  kernel_filter='CudaOps*:CudaSampling*:Df11LanesCuda*'
   [ -n "${RUN_DECODE_BENCH:-}" ] && kernel_filter="$kernel_filter:Df11Cuda.CorruptStreamsStayInBounds:Df11Cuda.RangesMatchCpu:Df11Cuda.SizesAroundBoundaries"
   LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64" compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$bundle/bin/test_kernels" --gtest_filter="$kernel_filter" \
@@ -118,6 +119,13 @@ if [ -x "$bundle/bin/gemv_bench" ]; then
   "$bundle/run" gemv_bench --json "$out/gemv_bench.json" > "$out/gemv_bench.log" 2>&1
   tail -4 "$out/gemv_bench.log"
   done_step gemv_bench
+fi
+
+if [ -x "$bundle/bin/df11_gemv_bench" ]; then
+  begin "df11_gemv_bench (fused DF11 GEMV vs BF16 Gemv vs decode-then-Gemv)"
+  "$bundle/run" df11_gemv_bench --json "$out/df11_gemv_bench.json" > "$out/df11_gemv_bench.log" 2>&1 || status=1
+  tail -6 "$out/df11_gemv_bench.log"
+  done_step df11_gemv_bench
 fi
 
 if [ -n "${RUN_DECODE_BENCH:-}" ]; then

@@ -114,6 +114,26 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
     ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << "step " << step;
     token = Argmax(la, 0, vocab);
   }
+  // Batches: 3 sequences (on CUDA the fused DF11 GEMV, up to 4 tokens) and 8 (decoded, then GEMM).
+  for (int64_t seqs : {3, 8}) {
+    SCOPED_TRACE(std::to_string(seqs) + " sequences");
+    TestBatch ba(*bf16, 8, seqs), bb(*df11, 8, seqs);
+    std::vector<std::vector<int32_t>> tokens;
+    for (int32_t i = 0; i < seqs; ++i) tokens.push_back({i + 1, 7 * i + 2, 300 - i});
+    StepOutput oa, ob;
+    for (int step = 0; step < 8; ++step) {
+      ASSERT_TRUE(ba.Run(tokens, false, &oa).ok());
+      ASSERT_TRUE(bb.Run(tokens, false, &ob).ok());
+      ASSERT_EQ(oa.logits.size(), ob.logits.size());
+      ASSERT_EQ(0, std::memcmp(oa.logits.data(), ob.logits.data(), oa.logits.size() * sizeof(float)))
+          << "step " << step;
+      for (int32_t i = 0; i < seqs; ++i) tokens[i] = {Argmax(oa.logits, i, vocab)};
+    }
+  }
+  if (device == Device::kCuda) {  // every DF11 linear as lane streams, each verified at load
+    EXPECT_GT(r.lane_matrices, 0) << "the fused DF11 GEMV was not used";
+    for (const std::string& w : r.warnings) ADD_FAILURE() << w;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, LosslessTest,

@@ -1,0 +1,211 @@
+// The fused DF11 GEMV (df11_lanes_cuda.h) against the BF16 Gemv on the same weights, and against
+// today's DF11 path (decode the unit into a BF16 scratch, then Gemv), on the linears of a
+// Qwen3-8B-shaped layer as the CUDA model runs them (q|k|v and gate|up stacked) and its lm_head,
+// 1..kGemvMaxTokens tokens; plus the decoders alone (lane decoder and chunk decoder, weights/s),
+// beside the read roofline measured in the same run. Each timed call reads a different copy of
+// the weights (copies fill > 1 GB), so the 50 MB L2 never holds them. CUDA events, 3 warm-ups,
+// median of 30. Random N(0, 0.02) BF16 weights. Checks that the fused GEMV gives the BF16 Gemv's
+// bits. Prints a table; --json FILE writes the numbers.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_main.h"
+#include "bench/cuda_check.h"
+#include "bench/read_roofline.h"
+#include "kernels/cuda_gemm.h"
+#include "kernels/df11_codec.h"
+#include "kernels/df11_lanes_cuda.h"
+
+namespace df11 {
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+  int per_step;  // times a decode step runs it (36 layers, 1 lm_head)
+};
+
+constexpr Shape kShapes[] = {{"q|k|v_proj", 6144, 4096, 36},
+                             {"o_proj", 4096, 4096, 36},
+                             {"gate|up_proj", 24576, 4096, 36},
+                             {"down_proj", 4096, 12288, 36},
+                             {"lm_head", 151936, 4096, 1}};
+
+uint16_t Bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+template <typename F>
+double MedianMs(int copies, F fn) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) fn(i % copies);
+  std::vector<double> ms;
+  for (int i = 0; i < 30; ++i) {
+    CK(cudaEventRecord(a));
+    fn((i + 3) % copies);
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void Check(const Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "df11_gemv_bench: %s\n", s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+// One copy of a matrix in both formats on the device.
+struct Copy {
+  cuda::DeviceBuffer plain;
+  DeviceUnitBuffer unit;
+  DeviceLanesBuffer lanes;
+};
+
+int Main(int argc, char** argv) {
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--json" && i + 1 < argc) json_path = argv[++i];
+  }
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const double roofline = ReadBandwidthBytesPerSecond();
+  std::printf("GPU: %s; read roofline %.3f TB/s\n", prop.name, roofline / 1e12);
+  // A pool of random values, tiled over every matrix (period not a multiple of any row length).
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  std::vector<uint16_t> pool((1 << 24) + 17);
+  for (auto& v : pool) v = Bf16(dist(rng));
+  std::string json = "{\"gpu\": \"" + std::string(prop.name) +
+                     "\", \"read_roofline_tbs\": " + std::to_string(roofline / 1e12) + ", \"results\": [";
+  bool first_row = true;
+  double step_bf16[5] = {}, step_fused[5] = {}, step_scratch[5] = {};  // per token count, ms per step
+  std::printf("%-13s %3s | %9s %9s %9s | %6s %6s | %s\n", "linear", "T", "bf16 ms", "fused ms", "scratch", "fu/bf",
+              "sc/bf", "bits");
+  for (const Shape& s : kShapes) {
+    const uint64_t n = static_cast<uint64_t>(s.n) * s.k;
+    std::vector<uint16_t> host(n);
+    for (uint64_t i = 0; i < n; ++i) host[i] = pool[(i + s.n) % pool.size()];
+    auto enc = EncodeUnit(host);
+    Check(enc.status());
+    auto layout = ValidateUnit(enc->view(), s.name);
+    Check(layout.status());
+    auto codes = CodesFromLuts(enc->luts);
+    Check(codes.status());
+    auto lanes = BuildLaneStreams(*codes, host, s.n, s.k, LaneRowsPerTile(s.n), s.name);
+    Check(lanes.status());
+    const uint64_t df11_bytes = enc->encoded_exponent.size() + enc->sign_mantissa.size() + enc->gaps.size() +
+                                enc->output_positions.size() + enc->luts.size();
+    const uint64_t lanes_bytes = lanes->bytes() + enc->sign_mantissa.size() + enc->luts.size();
+    const int copies = static_cast<int>(std::max<uint64_t>(1, (uint64_t{1} << 30) / lanes_bytes + 1));
+    std::vector<Copy> c(copies);
+    for (Copy& cp : c) {
+      auto plain = cuda::DeviceBuffer::Allocate(2 * n, "plain");
+      Check(plain.status());
+      cp.plain = std::move(plain).value();
+      CK(cudaMemcpy(cp.plain.data(), host.data(), 2 * n, cudaMemcpyHostToDevice));
+      auto unit = DeviceUnitBuffer::Upload(enc->view(), *layout);
+      Check(unit.status());
+      cp.unit = std::move(unit).value();
+      auto up = DeviceLanesBuffer::Upload(*lanes, nullptr);
+      Check(up.status());
+      cp.lanes = std::move(up).value();
+    }
+    auto scratch = cuda::DeviceBuffer::Allocate(2 * n, "scratch");
+    Check(scratch.status());
+    uint16_t* out = scratch->as<uint16_t>();
+    auto xb = cuda::DeviceBuffer::Allocate(cuda::kGemvMaxTokens * s.k * 2, "x");
+    auto yb = cuda::DeviceBuffer::Allocate(cuda::kGemvMaxTokens * s.n * 2, "y");
+    auto yb2 = cuda::DeviceBuffer::Allocate(cuda::kGemvMaxTokens * s.n * 2, "y2");
+    Check(xb.status());
+    Check(yb.status());
+    Check(yb2.status());
+    std::vector<uint16_t> hx(cuda::kGemvMaxTokens * s.k);
+    for (auto& v : hx) v = Bf16(dist(rng) * 50);
+    CK(cudaMemcpy(xb->data(), hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+    const uint16_t* x = xb->as<uint16_t>();
+    uint16_t *y = yb->as<uint16_t>(), *y2 = yb2->as<uint16_t>();
+
+    const double lane_decode = MedianMs(copies, [&](int i) {
+      Check(LaunchLanesDecode(c[i].lanes.lanes(), TablesOf(c[i].unit.unit()), c[i].unit.unit().sign_mantissa, out,
+                              nullptr));
+    });
+    const double chunk_decode = MedianMs(copies, [&](int i) {
+      Check(LaunchDf11Decode(c[i].unit.unit(), c[i].unit.layout(), 0, n, out, nullptr));
+    });
+    std::printf("%-13s     decoders: lanes %.4f ms (%.0f G weights/s), chunks %.4f ms (%.0f G/s); bytes: BF16 %.1f MB, "
+                "DF11 %.1f MB, lanes %.1f MB (%.4f x DF11)\n",
+                s.name, lane_decode, n / (lane_decode * 1e6), chunk_decode, n / (chunk_decode * 1e6), 2.0 * n / 1e6,
+                df11_bytes / 1e6, lanes_bytes / 1e6, static_cast<double>(lanes_bytes) / df11_bytes);
+    for (const int64_t t : {1, 2, 3, 4}) {
+      const double bf16 = MedianMs(copies, [&](int i) {
+        Check(cuda::Gemv(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
+      });
+      const double fused = MedianMs(copies, [&](int i) {
+        Check(Df11Gemv(x, c[i].lanes.lanes(), TablesOf(c[i].unit.unit()), c[i].unit.unit().sign_mantissa, nullptr, t,
+                       false, y2, nullptr));
+      });
+      const double via_scratch = MedianMs(copies, [&](int i) {
+        Check(LaunchDf11Decode(c[i].unit.unit(), c[i].unit.layout(), 0, n, out, nullptr));
+        Check(cuda::Gemv(x, out, nullptr, t, s.n, s.k, false, y, nullptr));
+      });
+      // Bits: the fused GEMV against the BF16 Gemv on the same x.
+      Check(cuda::Gemv(x, c[0].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
+      Check(Df11Gemv(x, c[0].lanes.lanes(), TablesOf(c[0].unit.unit()), c[0].unit.unit().sign_mantissa, nullptr, t,
+                     false, y2, nullptr));
+      std::vector<uint16_t> a(t * s.n), b(t * s.n);
+      CK(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(b.data(), y2, b.size() * 2, cudaMemcpyDeviceToHost));
+      const bool same = a == b;
+      step_bf16[t] += s.per_step * bf16;
+      step_fused[t] += s.per_step * fused;
+      step_scratch[t] += s.per_step * via_scratch;
+      std::printf("%-13s %3ld | %9.4f %9.4f %9.4f | %6.3f %6.3f | %s\n", s.name, static_cast<long>(t), bf16, fused,
+                  via_scratch, fused / bf16, via_scratch / bf16, same ? "same" : "DIFFER");
+      json += std::string(first_row ? "" : ",") + "\n  {\"linear\": \"" + s.name + "\", \"n\": " + std::to_string(s.n) +
+              ", \"k\": " + std::to_string(s.k) + ", \"tokens\": " + std::to_string(t) +
+              ", \"bf16_gemv_ms\": " + std::to_string(bf16) + ", \"df11_fused_ms\": " + std::to_string(fused) +
+              ", \"df11_decode_then_gemv_ms\": " + std::to_string(via_scratch) +
+              ", \"fused_bits_equal_bf16\": " + (same ? "true" : "false") +
+              ", \"lane_decode_ms\": " + std::to_string(lane_decode) +
+              ", \"chunk_decode_ms\": " + std::to_string(chunk_decode) + ", \"bf16_bytes\": " + std::to_string(2 * n) +
+              ", \"df11_bytes\": " + std::to_string(df11_bytes) + ", \"lanes_bytes\": " + std::to_string(lanes_bytes) +
+              "}";
+      first_row = false;
+    }
+  }
+  std::printf("\nlinears of one decode step (36 layers + lm_head), ms:\n");
+  for (int t = 1; t <= 4; ++t) {
+    std::printf("  T=%d: BF16 Gemv %.3f, DF11 fused %.3f (%.3fx), DF11 decode+Gemv %.3f (%.3fx)\n", t, step_bf16[t],
+                step_fused[t], step_fused[t] / step_bf16[t], step_scratch[t], step_scratch[t] / step_bf16[t]);
+    json += std::string(",") + "\n  {\"step_linears_tokens\": " + std::to_string(t) +
+            ", \"bf16_ms\": " + std::to_string(step_bf16[t]) + ", \"df11_fused_ms\": " + std::to_string(step_fused[t]) +
+            ", \"df11_decode_then_gemv_ms\": " + std::to_string(step_scratch[t]) + "}";
+  }
+  json += "\n]}\n";
+  if (!json_path.empty()) std::ofstream(json_path) << json;
+  return 0;
+}
+
+}  // namespace
+}  // namespace df11
+
+int main(int argc, char** argv) { return df11::RunBenchMain("df11_gemv_bench", df11::Main, argc, argv); }

@@ -1,0 +1,215 @@
+// The fused DF11 GEMV and the lane-stream decoder (df11_lanes_cuda.h). One kernel, two sinks:
+// each warp owns a tile of rows and walks its lanes' streams (df11_lanes.h) group by group; lane l
+// decodes the 8 exponents of a group with the unit's 12-bit pair table in shared memory (the LUTs
+// for the rare codes it cannot settle), joins them with their sign_mantissa bytes into a uint4 of
+// BF16, and either multiplies it with x (GEMV, the BF16 Gemv's order) or stores it (decode).
+// Persistent grid: blocks of kWarps warps stride over the tiles, loading the table once.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda_gemv_internal.cuh"
+#include "kernels/df11_device.cuh"
+#include "kernels/df11_fast_table.h"
+#include "kernels/df11_lanes_cuda.h"
+
+namespace df11 {
+namespace {
+
+constexpr int kWarps = 8;
+
+// A lane's bit reader: the stream continues at bit p (0..31) of w0, then w1, then ahead; `ahead`
+// is the next word, loaded one word early (the lane reads its words 32 apart: word j of the lane
+// is at 32 * j), never past `last`.
+struct LaneReader {
+  uint32_t w0, w1, ahead;
+  uint32_t p;
+  const uint32_t* next;  // the word after `ahead`
+  const uint32_t* last;
+
+  __device__ __forceinline__ const uint32_t* Clamp(const uint32_t* q) const { return q < last ? q : last; }
+  __device__ __forceinline__ void Start(const uint32_t* lane_words, const uint32_t* last_word) {
+    last = last_word;
+    w0 = __ldg(Clamp(lane_words));
+    w1 = __ldg(Clamp(lane_words + kLanes));
+    ahead = __ldg(Clamp(lane_words + 2 * kLanes));
+    next = Clamp(lane_words + 3 * kLanes);
+    p = 0;
+  }
+  // The 32 bits at the read position.
+  __device__ __forceinline__ uint32_t Peek() const { return __funnelshift_l(w1, w0, p); }
+  // Skips n <= 32 bits.
+  __device__ __forceinline__ void Consume(uint32_t n) {
+    p += n;
+    if (p >= 32) {
+      p -= 32;
+      w0 = w1;
+      w1 = ahead;
+      ahead = __ldg(next);
+      next = Clamp(next + kLanes);
+    }
+  }
+};
+
+// The next 8 exponents of the lane's stream, byte i = exponent i. Symbols enter an 8-byte
+// shift register from the top, one or two per table lookup, so after 8 the first is in byte 0.
+__device__ __forceinline__ uint2 DecodeGroup(LaneReader& in, const uint32_t* table, const Df11Tables& t) {
+  uint32_t lo = 0, hi = 0;
+  for (int n = 0; n < 8;) {
+    const uint32_t peek = in.Peek();
+    uint32_t e = table[peek >> (32 - kFastTableBits)];
+    if (e == 0) e = WalkLuts(t.luts, t.num_luts, peek) | 1u << 28;  // rare: long or unsettled code
+    const bool two = ((e >> 29) & 1) != 0 && n < 7;
+    const uint32_t shift = two ? 16 : 8;
+    lo = __funnelshift_r(lo, hi, shift);
+    hi = __funnelshift_r(hi, e, shift);  // symbol 1 (and 2) from e's low bytes
+    in.Consume(((e >> 16) & 63) + (two ? (e >> 22) & 63 : 0));
+    n += two ? 2 : 1;
+  }
+  return make_uint2(lo, hi);
+}
+
+// kTokens > 0: y = x · W^T (+ bias) (+ y), kRows = w.rows_per_tile. kTokens == 0: out = W.
+template <int kTokens, int kRows>
+__global__ void __launch_bounds__(kWarps * 32)
+    LanesKernel(const uint16_t* __restrict__ x, DeviceLanes w, Df11Tables t, const uint8_t* __restrict__ sm,
+                const float* __restrict__ bias, bool accumulate, uint16_t* __restrict__ y) {
+  __shared__ __align__(16) uint32_t table[kFastTableSize];
+  cuda::AllowDependents();
+  for (int i = threadIdx.x; i < kFastTableSize / 4; i += kWarps * 32) {
+    reinterpret_cast<uint4*>(table)[i] = __ldg(reinterpret_cast<const uint4*>(t.pair_table) + i);
+  }
+  __syncthreads();
+  cuda::WaitPrevious();  // x and y (or out) belong to the stream's earlier kernels
+  const int lane = threadIdx.x % 32;
+  const int64_t tiles = (w.rows + kRows - 1) / kRows, chunks = w.cols / 8;
+  const uint32_t* last = w.words + w.num_words - kLanes + lane;  // in the zero rows
+  for (int64_t tile = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; tile < tiles;
+       tile += static_cast<int64_t>(gridDim.x) * kWarps) {
+    const int64_t first = tile * kRows;
+    const int64_t rows = w.rows - first;  // rows of this tile: min(kRows, rows)
+    LaneReader in;
+    in.Start(w.words + w.tile_words[tile] + lane, last);
+    float acc[kRows][kTokens > 0 ? kTokens : 1];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int k = 0; k < (kTokens > 0 ? kTokens : 1); ++k) acc[r][k] = 0.0f;
+    }
+    for (int64_t c = lane; c < chunks; c += 32) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r >= rows) break;
+        const int64_t e0 = (first + r) * w.cols + 8 * c;
+        const uint2 s = __ldcs(reinterpret_cast<const uint2*>(sm + e0));  // in flight while decoding
+        const uint2 ex = DecodeGroup(in, table, t);
+        const uint2 a = Compose4(ex.x, s.x), b = Compose4(ex.y, s.y);
+        const uint4 wv = make_uint4(a.x, a.y, b.x, b.y);
+        if constexpr (kTokens == 0) {
+          *reinterpret_cast<uint4*>(y + e0) = wv;
+        } else {
+#pragma unroll
+          for (int k = 0; k < kTokens; ++k) {
+            cuda::GemvDot8(wv, __ldg(reinterpret_cast<const uint4*>(x) + k * chunks + c), acc[r][k]);
+          }
+        }
+      }
+    }
+    if constexpr (kTokens > 0) cuda::GemvStore<kRows, kTokens>(acc, first, w.rows, bias, accumulate, y);
+  }
+}
+
+template <int kTokens, int kRows>
+Status Launch(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t, const uint8_t* sm, const float* bias,
+              bool accumulate, uint16_t* y, GpuStream stream) {
+  auto kernel = LanesKernel<kTokens, kRows>;
+  static thread_local int device = -1, max_blocks = 0;  // per kernel instance
+  int current = 0;
+  DF11_RETURN_IF_ERROR(cuda::CheckCuda(cudaGetDevice(&current), "cudaGetDevice"));
+  if (current != device) {
+    int sms = 0, per_sm = 0;
+    DF11_RETURN_IF_ERROR(
+        cuda::CheckCuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, current), "SM count"));
+    DF11_RETURN_IF_ERROR(cuda::CheckCuda(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0), "lanes kernel occupancy"));
+    max_blocks = std::max(1, sms * per_sm);
+    device = current;
+  }
+  const int64_t blocks = std::min<int64_t>((w.num_tiles() + kWarps - 1) / kWarps, max_blocks);
+  cudaLaunchAttribute dependent[1];
+  dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(kWarps * 32);
+  config.stream = reinterpret_cast<cudaStream_t>(stream);
+  config.attrs = dependent;
+  config.numAttrs = 1;
+  cudaLaunchKernelEx(&config, kernel, x, w, t, sm, bias, accumulate, y);
+  return cuda::CheckLaunch("LanesKernel");
+}
+
+template <int kTokens>
+Status LaunchTokens(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t, const uint8_t* sm, const float* bias,
+                    bool accumulate, uint16_t* y, GpuStream stream) {
+  return w.rows_per_tile == 4 ? Launch<kTokens, 4>(x, w, t, sm, bias, accumulate, y, stream)
+                              : Launch<kTokens, 1>(x, w, t, sm, bias, accumulate, y, stream);
+}
+
+Status CheckOperands(const DeviceLanes& w, const uint8_t* sm) {
+  if (w.rows <= 0 || w.cols <= 0 || w.cols % 8 != 0 || (w.rows_per_tile != 1 && w.rows_per_tile != 4) ||
+      reinterpret_cast<uintptr_t>(sm) % 8 != 0) {
+    return InvalidArgument("DF11 lanes: [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + "] with " +
+                           std::to_string(w.rows_per_tile) +
+                           " rows per tile needs cols % 8 == 0, 1 or 4 rows per tile and 8-byte aligned sign_mantissa");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<DeviceLanesBuffer> DeviceLanesBuffer::Upload(const LaneStreams& lanes, GpuStream stream) {
+  DeviceLanesBuffer b;
+  const uint64_t tile_bytes = (4 * lanes.tile_words.size() + 255) / 256 * 256;
+  DF11_ASSIGN_OR_RETURN(b.buffer_, cuda::DeviceBuffer::Allocate(tile_bytes + 4 * lanes.words.size(), "DF11 lane streams"));
+  DF11_RETURN_IF_ERROR(cuda::CopyToDevice(b.buffer_.data(), lanes.tile_words.data(), 4 * lanes.tile_words.size(), stream));
+  DF11_RETURN_IF_ERROR(
+      cuda::CopyToDevice(b.buffer_.as<char>() + tile_bytes, lanes.words.data(), 4 * lanes.words.size(), stream));
+  DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));
+  b.lanes_.tile_words = b.buffer_.as<const uint32_t>();
+  b.lanes_.words = reinterpret_cast<const uint32_t*>(b.buffer_.as<const char>() + tile_bytes);
+  b.lanes_.num_words = lanes.words.size();
+  b.lanes_.rows = lanes.rows;
+  b.lanes_.cols = lanes.cols;
+  b.lanes_.rows_per_tile = lanes.rows_per_tile;
+  return b;
+}
+
+Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa,
+                const float* bias, int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream) {
+  DF11_RETURN_IF_ERROR(CheckOperands(w, sign_mantissa));
+  if (tokens < 1 || tokens > cuda::kGemvMaxTokens || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
+    return InvalidArgument("Df11Gemv: " + std::to_string(tokens) + " tokens (1.." +
+                           std::to_string(cuda::kGemvMaxTokens) + ") with 16-byte aligned x");
+  }
+  switch (tokens) {
+    case 1:
+      return LaunchTokens<1>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
+    case 2:
+      return LaunchTokens<2>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
+    case 3:
+      return LaunchTokens<3>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
+    default:
+      return LaunchTokens<4>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
+  }
+}
+
+Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa, uint16_t* out,
+                         GpuStream stream) {
+  DF11_RETURN_IF_ERROR(CheckOperands(w, sign_mantissa));
+  if (reinterpret_cast<uintptr_t>(out) % 16 != 0) return InvalidArgument("LaunchLanesDecode: out not 16-byte aligned");
+  return LaunchTokens<0>(nullptr, w, tables, sign_mantissa, nullptr, false, out, stream);
+}
+
+}  // namespace df11

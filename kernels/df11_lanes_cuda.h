@@ -1,0 +1,72 @@
+// The fused DF11 GEMV and the lane-stream decoder on CUDA (lane streams: df11_lanes.h).
+// Df11Gemv decodes W tile by tile into registers, one warp per tile, and multiplies it at once: the
+// BF16 matrix never goes to memory. Its arithmetic is the BF16 Gemv's (cuda_gemv_internal.cuh), so
+// for the same x, bias and W it gives the same bits as cuda::Gemv on W's BF16 twin. Host functions
+// return Status and never abort; kernels are memory-safe on any lane streams (a lane never reads
+// past the array, whatever its bits).
+// Compiles without nvcc; defined only when DF11_HAVE_CUDA. Thread-safety: as the CUDA stream.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/base/status.h"
+#include "kernels/cuda_gemm.h"  // kGemvMaxTokens, cuda_ops.h
+#include "kernels/df11_decode_cuda.h"
+#include "kernels/df11_lanes.h"
+
+namespace df11 {
+
+// Device view of one matrix's lane streams.
+struct DeviceLanes {
+  const uint32_t* words = nullptr;       // [num_words]
+  const uint32_t* tile_words = nullptr;  // [tiles + 1]
+  uint64_t num_words = 0;                // tile_words[tiles] + 64 (the zero rows included)
+  int64_t rows = 0, cols = 0;
+  int rows_per_tile = 1;
+  int64_t num_tiles() const { return (rows + rows_per_tile - 1) / rows_per_tile; }
+};
+
+// Tiles [first, first + count) of w as a matrix of their rows (W's sign_mantissa then starts
+// first * rows_per_tile * cols bytes on).
+inline DeviceLanes TileSlice(const DeviceLanes& w, int64_t first, int64_t count) {
+  DeviceLanes s = w;
+  s.tile_words = w.tile_words + first;
+  const int64_t row0 = first * w.rows_per_tile;
+  s.rows = std::min<int64_t>(w.rows, (first + count) * w.rows_per_tile) - row0;
+  return s;
+}
+
+// The decode tables of the unit the matrix comes from (DeviceUnit's pair_table, luts, num_luts).
+struct Df11Tables {
+  const uint32_t* pair_table = nullptr;  // [kFastTableSize]
+  const uint8_t* luts = nullptr;         // [num_luts * 256]
+  int num_luts = 0;
+};
+inline Df11Tables TablesOf(const DeviceUnit& u) { return {u.pair_table, u.luts, u.num_luts}; }
+
+// Owns one matrix's lane streams in VRAM (one allocation). Move-only.
+class DeviceLanesBuffer {
+ public:
+  // Copies `lanes` to the device on `stream` and waits. RESOURCE_EXHAUSTED when out of memory.
+  static StatusOr<DeviceLanesBuffer> Upload(const LaneStreams& lanes, GpuStream stream);
+  const DeviceLanes& lanes() const { return lanes_; }
+  uint64_t device_bytes() const { return buffer_.bytes(); }
+
+ private:
+  cuda::DeviceBuffer buffer_;
+  DeviceLanes lanes_;
+};
+
+// y[T, rows] = x[T, cols] · W^T (+ bias [rows] fp32) (+ y's old value when accumulate), bf16, for
+// 1 <= T <= cuda::kGemvMaxTokens. sign_mantissa: W's first byte in its unit's array (element
+// order), 8-byte aligned; x 16-byte aligned. Launched as a dependent (it waits for the previous kernel before
+// reading x or writing y). INVALID_ARGUMENT for other token counts or alignments.
+Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa,
+                const float* bias, int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream);
+
+// W [rows, cols] as BF16 into out (16-byte aligned, row-major); sign_mantissa as for Df11Gemv. Asynchronous; returns the launch error.
+Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa, uint16_t* out,
+                         GpuStream stream);
+
+}  // namespace df11

@@ -1,0 +1,351 @@
+// Lane streams (df11_lanes.h): codes read back from LUTs, the layout on hand-worked bits, the
+// round trip through the reference decoder, the size, and errors. Then on a GPU (skipped without
+// one): the fused DF11 GEMV against the BF16 Gemv bit for bit, and the lane decoder against the
+// weights.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+
+#include "kernels/df11_code.h"
+#include "kernels/df11_codec.h"
+#include "kernels/df11_lanes.h"
+#include "tests/kernels/df11_test_util.h"
+
+#ifdef DF11_HAVE_CUDA
+#include "kernels/cuda_gemm.h"
+#include "kernels/df11_lanes_cuda.h"
+#endif
+
+namespace df11 {
+namespace {
+
+// A hand-made, non-canonical code: 100 -> "1", 101 -> "01", 102 -> "00" (a canonical code would give
+// 100 "0"). One root table and the code-length row.
+std::vector<uint8_t> HandLuts() {
+  std::vector<uint8_t> luts(2 * kLutRowBytes, 0);
+  for (int b = 0; b < 256; ++b) luts[b] = b >= 0x80 ? 100 : b >= 0x40 ? 101 : 102;
+  luts[kLutRowBytes + 100] = 1;
+  luts[kLutRowBytes + 101] = 2;
+  luts[kLutRowBytes + 102] = 2;
+  return luts;
+}
+
+uint16_t Word(int exponent, uint8_t sign_mantissa) { return ComposeBf16(static_cast<uint8_t>(exponent), sign_mantissa); }
+
+TEST(Df11Lanes, CodesFromHandLuts) {
+  auto codes = CodesFromLuts(HandLuts());
+  ASSERT_TRUE(codes.ok()) << codes.status().ToString();
+  EXPECT_EQ((*codes)[100].bits, 1u);
+  EXPECT_EQ((*codes)[100].length, 1);
+  EXPECT_EQ((*codes)[101].bits, 1u);
+  EXPECT_EQ((*codes)[101].length, 2);
+  EXPECT_EQ((*codes)[102].bits, 0u);
+  EXPECT_EQ((*codes)[102].length, 2);
+  EXPECT_EQ((*codes)[0].length, 0);
+}
+
+// The encoder's LUTs hold its canonical codes (df11_code.h): reading them back gives those codes,
+// long (29-bit, through four tables) ones included.
+TEST(Df11Lanes, CodesFromLutsAreTheEncodersCodes) {
+  for (const auto& words : {testing::GaussianWeights(50000, 0.02f, 1), testing::FibonacciWeights(30, 2)}) {
+    auto enc = EncodeUnit(words);
+    ASSERT_TRUE(enc.ok());
+    const auto canonical = CanonicalCodes(enc->code_bits);
+    auto codes = CodesFromLuts(enc->luts);
+    ASSERT_TRUE(codes.ok()) << codes.status().ToString();
+    for (int s = 0; s < 256; ++s) {
+      EXPECT_EQ((*codes)[s].length, enc->code_bits[s]) << "symbol " << s;
+      if (enc->code_bits[s] > 0) {
+        EXPECT_EQ((*codes)[s].bits, canonical[s]) << "symbol " << s;
+      }
+    }
+  }
+}
+
+// One row of 16: lane 0 holds group 0, lane 1 group 1; bits worked by hand.
+TEST(Df11Lanes, HandWorkedLayoutOneRowPerTile) {
+  auto codes = CodesFromLuts(HandLuts());
+  ASSERT_TRUE(codes.ok());
+  const int exps[16] = {100, 100, 101, 102, 100, 100, 100, 100, 102, 102, 102, 102, 102, 102, 102, 102};
+  std::vector<uint16_t> w;
+  std::vector<uint8_t> sm;
+  for (int i = 0; i < 16; ++i) {
+    sm.push_back(static_cast<uint8_t>(i * 37 + 5));
+    w.push_back(Word(exps[i], sm.back()));
+  }
+  auto lanes = BuildLaneStreams(*codes, w, 1, 16, 1, "hand");
+  ASSERT_TRUE(lanes.ok()) << lanes.status().ToString();
+  ASSERT_EQ(lanes->tile_words, (std::vector<uint32_t>{0, 32}));
+  ASSERT_EQ(lanes->words.size(), 96u);  // one row of words, then two zero rows
+  EXPECT_EQ(lanes->words[0], 0xD3C00000u);  // 1 1 01 00 1 1 1 1 -> 1101001111
+  for (size_t i = 1; i < lanes->words.size(); ++i) EXPECT_EQ(lanes->words[i], 0u) << i;  // lane 1: sixteen zeros
+  std::vector<uint16_t> back(16);
+  ASSERT_TRUE(DecodeLanesCpu(*lanes, HandLuts(), sm, back.data(), "hand").ok());
+  EXPECT_EQ(back, w);
+}
+
+// Two rows, four rows per tile: lane 0 holds row 0's group 0, then row 1's.
+TEST(Df11Lanes, HandWorkedLayoutFourRowsPerTile) {
+  auto codes = CodesFromLuts(HandLuts());
+  ASSERT_TRUE(codes.ok());
+  std::vector<uint16_t> w;
+  for (int i = 0; i < 16; ++i) w.push_back(Word(i < 8 ? 100 : 101, 0));
+  auto lanes = BuildLaneStreams(*codes, w, 2, 8, 4, "hand");
+  ASSERT_TRUE(lanes.ok());
+  ASSERT_EQ(lanes->tile_words, (std::vector<uint32_t>{0, 32}));
+  EXPECT_EQ(lanes->words[0], 0xFF555500u);  // 11111111 0101010101010101
+}
+
+void ExpectRoundTrip(const std::vector<uint16_t>& words, int64_t rows, int64_t cols, const std::string& what) {
+  auto enc = EncodeUnit(words);
+  ASSERT_TRUE(enc.ok()) << what;
+  auto codes = CodesFromLuts(enc->luts);
+  ASSERT_TRUE(codes.ok()) << what;
+  for (int rows_per_tile : {1, 4}) {
+    auto lanes = BuildLaneStreams(*codes, words, rows, cols, rows_per_tile, what);
+    ASSERT_TRUE(lanes.ok()) << lanes.status().ToString();
+    std::vector<uint16_t> back(words.size(), 0xFFFF);
+    const Status st = DecodeLanesCpu(*lanes, enc->luts, enc->sign_mantissa, back.data(), what);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (size_t i = 0; i < words.size(); ++i) {
+      ASSERT_EQ(back[i], words[i]) << what << " [" << rows << ", " << cols << "] " << rows_per_tile
+                                   << " rows per tile, element " << i;
+    }
+  }
+}
+
+TEST(Df11Lanes, RoundTripOverShapesAndDistributions) {
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 8}, {3, 40}, {5, 264}, {9, 1000}, {33, 256}, {7, 2056}, {2, 5120}}) {
+    ExpectRoundTrip(testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(rows * cols)), rows, cols,
+                    "gaussian");
+  }
+  std::vector<int> exps(240);
+  std::iota(exps.begin(), exps.end(), 0);
+  std::vector<double> uniform(240, 1.0);
+  ExpectRoundTrip(testing::WeightsWithExponents(37 * 304, exps, uniform, 3), 37, 304, "all 240 uniform");
+  auto fib = testing::FibonacciWeights(30, 4);  // codes up to 29 bits
+  fib.resize(fib.size() / 1024 * 1024);
+  ExpectRoundTrip(fib, static_cast<int64_t>(fib.size() / 1024), 1024, "fibonacci 30");
+  ExpectRoundTrip(std::vector<uint16_t>(6 * 64, 0x3F80), 6, 64, "one symbol");
+}
+
+// Resident bytes of a Gaussian matrix as lane streams (+ sign_mantissa, LUTs) against the unit's
+// published bytes: within the 1.03 the issue allows, at both tile heights, for the 8B shapes' K.
+TEST(Df11Lanes, SizeWithinThreePercentOfTheUnit) {
+  for (int64_t cols : {4096, 12288}) {
+    const int64_t rows = 96;
+    const auto words = testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(cols));
+    auto enc = EncodeUnit(words);
+    ASSERT_TRUE(enc.ok());
+    const double unit = static_cast<double>(enc->encoded_exponent.size() + enc->sign_mantissa.size() +
+                                            enc->luts.size() + enc->output_positions.size() + enc->gaps.size());
+    auto codes = CodesFromLuts(enc->luts);
+    ASSERT_TRUE(codes.ok());
+    for (int rows_per_tile : {1, 4}) {
+      auto lanes = BuildLaneStreams(*codes, words, rows, cols, rows_per_tile, "size");
+      ASSERT_TRUE(lanes.ok());
+      const double resident = static_cast<double>(lanes->bytes() + enc->sign_mantissa.size() + enc->luts.size());
+      EXPECT_LE(resident / unit, 1.03) << "K " << cols << ", " << rows_per_tile << " rows per tile";
+      std::printf("K %lld, %d rows per tile: lanes resident / DF11 unit = %.4f\n", static_cast<long long>(cols),
+                  rows_per_tile, resident / unit);
+    }
+  }
+}
+
+TEST(Df11Lanes, Errors) {
+  auto codes = CodesFromLuts(HandLuts());
+  ASSERT_TRUE(codes.ok());
+  std::vector<uint16_t> w(24, Word(100, 0));
+  EXPECT_EQ(BuildLaneStreams(*codes, w, 2, 12, 1, "odd").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildLaneStreams(*codes, w, 3, 16, 1, "size").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildLaneStreams(*codes, w, 3, 8, 2, "tile").status().code(), StatusCode::kInvalidArgument);
+  w[5] = Word(7, 0);
+  const auto missing = BuildLaneStreams(*codes, w, 3, 8, 1, "m");
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("exponent 7"), std::string::npos) << missing.status().message();
+  // A tile whose lanes claim fewer bits than their codes: the reference decoder says so.
+  std::vector<uint16_t> ok(32 * 8, Word(102, 0));  // 16 bits per group
+  auto lanes = BuildLaneStreams(*codes, ok, 1, 256, 1, "cut");
+  ASSERT_TRUE(lanes.ok());
+  lanes->tile_words[1] = 0;  // zero words per lane
+  std::vector<uint8_t> sm(256, 0);
+  std::vector<uint16_t> out(256);
+  EXPECT_EQ(DecodeLanesCpu(*lanes, HandLuts(), sm, out.data(), "cut").code(), StatusCode::kDataLoss);
+  // LUTs whose pointer leads nowhere.
+  std::vector<uint8_t> bad = HandLuts();
+  bad[3] = 250;
+  EXPECT_EQ(CodesFromLuts(bad).status().code(), StatusCode::kInvalidArgument);
+}
+
+#ifndef DF11_HAVE_CUDA
+TEST(Df11LanesCuda, FusedGemv) { GTEST_SKIP() << "built without CUDA (nvcc not found): fused DF11 GEMV not tested"; }
+#else
+
+#define REQUIRE_GPU()           \
+  if (CudaDeviceCount() == 0) \
+  GTEST_SKIP() << "no CUDA device: fused DF11 GEMV not tested here (run scripts/gpu/run-gpu-checks.sh)"
+
+template <typename T>
+cuda::DeviceBuffer Upload(const std::vector<T>& v) {
+  auto b = cuda::DeviceBuffer::Allocate(v.size() * sizeof(T) + 16, "test");
+  EXPECT_TRUE(b.ok());
+  EXPECT_TRUE(cuda::CopyToDevice(b->data(), v.data(), v.size() * sizeof(T), nullptr).ok());
+  return std::move(b).value();
+}
+
+template <typename T>
+std::vector<T> Download(const cuda::DeviceBuffer& b, size_t n) {
+  std::vector<T> v(n);
+  EXPECT_TRUE(cuda::CopyToHost(v.data(), b.data(), n * sizeof(T), nullptr).ok());
+  return v;
+}
+
+// A matrix as a DF11 unit on the device, with its lane streams at both tile heights.
+struct DeviceMatrix {
+  std::vector<uint16_t> words;
+  EncodedUnit enc;
+  DeviceUnitBuffer unit;
+  DeviceLanesBuffer lanes[2];  // 1 and 4 rows per tile
+  cuda::DeviceBuffer plain;    // the BF16 twin
+};
+
+std::unique_ptr<DeviceMatrix> MakeMatrix(std::vector<uint16_t> words, int64_t rows, int64_t cols) {
+  auto m = std::make_unique<DeviceMatrix>();
+  m->words = std::move(words);
+  auto enc = EncodeUnit(m->words);
+  EXPECT_TRUE(enc.ok());
+  m->enc = std::move(enc).value();
+  auto layout = ValidateUnit(m->enc.view(), "matrix");
+  EXPECT_TRUE(layout.ok());
+  auto unit = DeviceUnitBuffer::Upload(m->enc.view(), *layout);
+  EXPECT_TRUE(unit.ok());
+  m->unit = std::move(unit).value();
+  auto codes = CodesFromLuts(m->enc.luts);
+  EXPECT_TRUE(codes.ok());
+  for (int i = 0; i < 2; ++i) {
+    auto lanes = BuildLaneStreams(*codes, m->words, rows, cols, i == 0 ? 1 : 4, "matrix");
+    EXPECT_TRUE(lanes.ok());
+    auto up = DeviceLanesBuffer::Upload(*lanes, nullptr);
+    EXPECT_TRUE(up.ok()) << up.status().ToString();
+    m->lanes[i] = std::move(up).value();
+  }
+  m->plain = Upload(m->words);
+  return m;
+}
+
+// Shapes of the seed architectures' linears, scaled down in rows where that keeps every kind of
+// tile (rows >= 8192 take 4 rows per tile in the BF16 Gemv, fewer take 1; a short last tile).
+TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 8}, {33, 264}, {300, 4096}, {130, 12288}, {70, 5120}, {40, 3072}, {8195, 64}, {257, 2560}}) {
+    const auto m = MakeMatrix(testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(rows + cols)), rows,
+                              cols);
+    for (int64_t tokens = 1; tokens <= cuda::kGemvMaxTokens; ++tokens) {
+      const auto x = testing::GaussianWeights(tokens * cols, 1.0f, static_cast<uint32_t>(tokens * 7 + cols));
+      std::vector<float> bias(rows);
+      for (auto& b : bias) b = static_cast<float>(static_cast<int>(rng() % 200) - 100) / 64.0f;  // bf16 values
+      const auto old_y = testing::GaussianWeights(tokens * rows, 1.0f, 9);
+      const auto dx = Upload(x);
+      const auto dbias = Upload(bias);
+      for (int variant = 0; variant < 3; ++variant) {  // plain, bias, accumulate
+        const float* b = variant == 1 ? dbias.as<float>() : nullptr;
+        const bool accumulate = variant == 2;
+        const auto want_buf = Upload(old_y);
+        ASSERT_TRUE(cuda::Gemv(dx.as<uint16_t>(), m->plain.as<uint16_t>(), b, tokens, rows, cols, accumulate,
+                               want_buf.as<uint16_t>(), nullptr)
+                        .ok());
+        const auto want = Download<uint16_t>(want_buf, tokens * rows);
+        for (int tiles = 0; tiles < 2; ++tiles) {
+          const auto got_buf = Upload(old_y);
+          const Status st = Df11Gemv(dx.as<uint16_t>(), m->lanes[tiles].lanes(), TablesOf(m->unit.unit()),
+                                     m->unit.unit().sign_mantissa, b, tokens, accumulate, got_buf.as<uint16_t>(),
+                                     nullptr);
+          ASSERT_TRUE(st.ok()) << st.ToString();
+          const auto got = Download<uint16_t>(got_buf, tokens * rows);
+          for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_EQ(got[i], want[i]) << "[" << rows << ", " << cols << "], " << tokens << " tokens, variant "
+                                       << variant << ", " << (tiles ? 4 : 1) << " rows per tile, output " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
+  REQUIRE_GPU();
+  auto fib = testing::FibonacciWeights(30, 6);  // codes up to 29 bits: the LUT walk
+  fib.resize(fib.size() / 512 * 512);
+  std::vector<int> exps(240);
+  std::iota(exps.begin(), exps.end(), 0);
+  std::vector<double> uniform(240, 1.0);
+  struct Case {
+    std::vector<uint16_t> words;
+    int64_t rows, cols;
+  };
+  for (const Case& c : {Case{testing::GaussianWeights(8200 * 64, 0.02f, 7), 8200, 64},
+                        Case{fib, static_cast<int64_t>(fib.size() / 512), 512},
+                        Case{testing::WeightsWithExponents(77 * 336, exps, uniform, 8), 77, 336}}) {
+    const auto m = MakeMatrix(c.words, c.rows, c.cols);
+    for (int tiles = 0; tiles < 2; ++tiles) {
+      auto out = cuda::DeviceBuffer::Allocate(c.words.size() * 2, "out");
+      ASSERT_TRUE(out.ok());
+      ASSERT_TRUE(cuda::FillZero(out->data(), c.words.size() * 2, nullptr).ok());
+      const Status st = LaunchLanesDecode(m->lanes[tiles].lanes(), TablesOf(m->unit.unit()),
+                                          m->unit.unit().sign_mantissa, out->as<uint16_t>(), nullptr);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      const auto got = Download<uint16_t>(*out, c.words.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i], c.words[i]) << "[" << c.rows << ", " << c.cols << "], " << (tiles ? 4 : 1)
+                                      << " rows per tile, element " << i;
+      }
+    }
+  }
+}
+
+// Garbage lane words (every code long, every code short) decode to garbage but stay inside the
+// arrays: the launches succeed (compute-sanitizer's memcheck runs this on the GPU machine).
+TEST(Df11LanesCuda, GarbageStreamsStayInBounds) {
+  REQUIRE_GPU();
+  const int64_t rows = 40, cols = 4096;
+  auto m = MakeMatrix(testing::GaussianWeights(rows * cols, 0.02f, 10), rows, cols);
+  auto fib_words = testing::FibonacciWeights(30, 11);  // tables with 29-bit codes
+  fib_words.resize(fib_words.size() / 4096 * 4096);
+  const int64_t fib_rows = static_cast<int64_t>(fib_words.size() / 4096);
+  auto fib = MakeMatrix(std::move(fib_words), fib_rows, 4096);
+  for (uint32_t fill : {0u, 0xFFFFFFFFu, 0x0000FFFFu}) {
+    auto codes = CodesFromLuts(m->enc.luts);
+    ASSERT_TRUE(codes.ok());
+    auto lanes = BuildLaneStreams(*codes, m->words, rows, cols, 1, "garbage");
+    ASSERT_TRUE(lanes.ok());
+    std::fill(lanes->words.begin(), lanes->words.end() - 2 * kLanes, fill);
+    auto up = DeviceLanesBuffer::Upload(*lanes, nullptr);
+    ASSERT_TRUE(up.ok());
+    auto out = cuda::DeviceBuffer::Allocate(rows * cols * 2, "out");
+    ASSERT_TRUE(out.ok());
+    const auto x = Upload(testing::GaussianWeights(cols, 1.0f, 12));
+    for (const DeviceMatrix* tables : {m.get(), fib.get()}) {
+      ASSERT_TRUE(LaunchLanesDecode(up->lanes(), TablesOf(tables->unit.unit()), m->unit.unit().sign_mantissa,
+                                    out->as<uint16_t>(), nullptr)
+                      .ok());
+      ASSERT_TRUE(Df11Gemv(x.as<uint16_t>(), up->lanes(), TablesOf(tables->unit.unit()), m->unit.unit().sign_mantissa,
+                           nullptr, 1, false, out->as<uint16_t>(), nullptr)
+                      .ok());
+      ASSERT_TRUE(cuda::Synchronize(nullptr).ok());
+    }
+  }
+  const auto x = Upload(std::vector<uint16_t>(8, 0));
+  EXPECT_EQ(Df11Gemv(x.as<uint16_t>(), m->lanes[0].lanes(), TablesOf(m->unit.unit()), m->unit.unit().sign_mantissa,
+                     nullptr, 5, false, nullptr, nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
+#endif
+
+}  // namespace
+}  // namespace df11
