@@ -148,13 +148,13 @@ int Main(int argc, char** argv) {
       Check(LaunchLanesDecode(c[i].lanes.lanes(), TablesOf(c[i].unit.unit()), c[i].unit.unit().sign_mantissa, out,
                               nullptr));
     });
-    const double chunk_decode = MedianMs(copies, [&](int i) {
-      Check(LaunchDf11Decode(c[i].unit.unit(), c[i].unit.layout(), 0, n, out, nullptr));
-    });
-    std::printf("%-13s     decoders: lanes %.4f ms (%.0f G weights/s), chunks %.4f ms (%.0f G/s); bytes: BF16 %.1f MB, "
-                "DF11 %.1f MB, lanes %.1f MB (%.4f x DF11)\n",
-                s.name, lane_decode, n / (lane_decode * 1e6), chunk_decode, n / (chunk_decode * 1e6), 2.0 * n / 1e6,
-                df11_bytes / 1e6, lanes_bytes / 1e6, static_cast<double>(lanes_bytes) / df11_bytes);
+    const double chunk_decode = MedianMs(
+        copies, [&](int i) { Check(LaunchDf11Decode(c[i].unit.unit(), c[i].unit.layout(), 0, n, out, nullptr)); });
+    std::printf(
+        "%-13s     decoders: lanes %.4f ms (%.0f G weights/s), chunks %.4f ms (%.0f G/s); bytes: BF16 %.1f MB, "
+        "DF11 %.1f MB, lanes %.1f MB (%.4f x DF11)\n",
+        s.name, lane_decode, n / (lane_decode * 1e6), chunk_decode, n / (chunk_decode * 1e6), 2.0 * n / 1e6,
+        df11_bytes / 1e6, lanes_bytes / 1e6, static_cast<double>(lanes_bytes) / df11_bytes);
     for (const int64_t t : {1, 2, 3, 4}) {
       const double bf16 = MedianMs(copies, [&](int i) {
         Check(cuda::Gemv(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));

@@ -123,7 +123,7 @@ StatusOr<LaneStreams> BuildLaneStreams(const std::array<SymbolCode, 256>& codes,
     if (total >= (uint64_t{1} << 32)) return InvalidArgument(what + ": lane streams over 2^32 words");
   }
   out.tile_words[tiles] = static_cast<uint32_t>(total);
-  out.words.assign(total + 2 * kLanes, 0);
+  out.words.assign(total + uint64_t{2} * kLanes, 0);
   // Pass 2: write each lane's codes MSB-first.
   ForEachTile(tiles, [&](int64_t tile) {
     for (int lane = 0; lane < kLanes; ++lane) {
@@ -167,7 +167,7 @@ Status DecodeLanesCpu(const LaneStreams& lanes, std::span<const uint8_t> luts, s
         uint8_t symbol = 0;
         for (int level = 0; level < 4; ++level) {
           uint32_t byte = 0;
-          for (int i = 0; i < 8; ++i) byte = byte << 1 | bit(pos + 8 * level + i);
+          for (int i = 0; i < 8; ++i) byte = byte << 1 | bit(pos + 8 * static_cast<uint64_t>(level) + i);
           symbol = luts[static_cast<size_t>(table) * kLutRowBytes + byte];
           if (symbol < kFirstPointer) break;
           table = 256 - symbol;

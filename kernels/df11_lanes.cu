@@ -131,8 +131,8 @@ Status Launch(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t, cons
     int sms = 0, per_sm = 0;
     DF11_RETURN_IF_ERROR(
         cuda::CheckCuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, current), "SM count"));
-    DF11_RETURN_IF_ERROR(cuda::CheckCuda(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0), "lanes kernel occupancy"));
+    DF11_RETURN_IF_ERROR(cuda::CheckCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0),
+                                         "lanes kernel occupancy"));
     max_blocks = std::max(1, sms * per_sm);
     device = current;
   }
@@ -172,8 +172,10 @@ Status CheckOperands(const DeviceLanes& w, const uint8_t* sm) {
 StatusOr<DeviceLanesBuffer> DeviceLanesBuffer::Upload(const LaneStreams& lanes, GpuStream stream) {
   DeviceLanesBuffer b;
   const uint64_t tile_bytes = (4 * lanes.tile_words.size() + 255) / 256 * 256;
-  DF11_ASSIGN_OR_RETURN(b.buffer_, cuda::DeviceBuffer::Allocate(tile_bytes + 4 * lanes.words.size(), "DF11 lane streams"));
-  DF11_RETURN_IF_ERROR(cuda::CopyToDevice(b.buffer_.data(), lanes.tile_words.data(), 4 * lanes.tile_words.size(), stream));
+  DF11_ASSIGN_OR_RETURN(b.buffer_,
+                        cuda::DeviceBuffer::Allocate(tile_bytes + 4 * lanes.words.size(), "DF11 lane streams"));
+  DF11_RETURN_IF_ERROR(
+      cuda::CopyToDevice(b.buffer_.data(), lanes.tile_words.data(), 4 * lanes.tile_words.size(), stream));
   DF11_RETURN_IF_ERROR(
       cuda::CopyToDevice(b.buffer_.as<char>() + tile_bytes, lanes.words.data(), 4 * lanes.words.size(), stream));
   DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));

@@ -65,7 +65,8 @@ class DeviceLanesBuffer {
 Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa,
                 const float* bias, int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream);
 
-// W [rows, cols] as BF16 into out (16-byte aligned, row-major); sign_mantissa as for Df11Gemv. Asynchronous; returns the launch error.
+// W [rows, cols] as BF16 into out (16-byte aligned, row-major); sign_mantissa as for Df11Gemv. Asynchronous; returns
+// the launch error.
 Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa, uint16_t* out,
                          GpuStream stream);
 

@@ -2,6 +2,8 @@
 // round trip through the reference decoder, the size, and errors. Then on a GPU (skipped without
 // one): the fused DF11 GEMV against the BF16 Gemv bit for bit, and the lane decoder against the
 // weights.
+#include "kernels/df11_lanes.h"
+
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -9,7 +11,6 @@
 
 #include "kernels/df11_code.h"
 #include "kernels/df11_codec.h"
-#include "kernels/df11_lanes.h"
 #include "tests/kernels/df11_test_util.h"
 
 #ifdef DF11_HAVE_CUDA
@@ -23,7 +24,7 @@ namespace {
 // A hand-made, non-canonical code: 100 -> "1", 101 -> "01", 102 -> "00" (a canonical code would give
 // 100 "0"). One root table and the code-length row.
 std::vector<uint8_t> HandLuts() {
-  std::vector<uint8_t> luts(2 * kLutRowBytes, 0);
+  std::vector<uint8_t> luts(size_t{2} * kLutRowBytes, 0);
   for (int b = 0; b < 256; ++b) luts[b] = b >= 0x80 ? 100 : b >= 0x40 ? 101 : 102;
   luts[kLutRowBytes + 100] = 1;
   luts[kLutRowBytes + 101] = 2;
@@ -31,7 +32,9 @@ std::vector<uint8_t> HandLuts() {
   return luts;
 }
 
-uint16_t Word(int exponent, uint8_t sign_mantissa) { return ComposeBf16(static_cast<uint8_t>(exponent), sign_mantissa); }
+uint16_t Word(int exponent, uint8_t sign_mantissa) {
+  return ComposeBf16(static_cast<uint8_t>(exponent), sign_mantissa);
+}
 
 TEST(Df11Lanes, CodesFromHandLuts) {
   auto codes = CodesFromLuts(HandLuts());
@@ -77,7 +80,7 @@ TEST(Df11Lanes, HandWorkedLayoutOneRowPerTile) {
   auto lanes = BuildLaneStreams(*codes, w, 1, 16, 1, "hand");
   ASSERT_TRUE(lanes.ok()) << lanes.status().ToString();
   ASSERT_EQ(lanes->tile_words, (std::vector<uint32_t>{0, 32}));
-  ASSERT_EQ(lanes->words.size(), 96u);  // one row of words, then two zero rows
+  ASSERT_EQ(lanes->words.size(), 96u);      // one row of words, then two zero rows
   EXPECT_EQ(lanes->words[0], 0xD3C00000u);  // 1 1 01 00 1 1 1 1 -> 1101001111
   for (size_t i = 1; i < lanes->words.size(); ++i) EXPECT_EQ(lanes->words[i], 0u) << i;  // lane 1: sixteen zeros
   std::vector<uint16_t> back(16);
@@ -89,8 +92,8 @@ TEST(Df11Lanes, HandWorkedLayoutOneRowPerTile) {
 TEST(Df11Lanes, HandWorkedLayoutFourRowsPerTile) {
   auto codes = CodesFromLuts(HandLuts());
   ASSERT_TRUE(codes.ok());
-  std::vector<uint16_t> w;
-  for (int i = 0; i < 16; ++i) w.push_back(Word(i < 8 ? 100 : 101, 0));
+  std::vector<uint16_t> w(16);
+  for (int i = 0; i < 16; ++i) w[i] = Word(i < 8 ? 100 : 101, 0);
   auto lanes = BuildLaneStreams(*codes, w, 2, 8, 4, "hand");
   ASSERT_TRUE(lanes.ok());
   ASSERT_EQ(lanes->tile_words, (std::vector<uint32_t>{0, 32}));
@@ -124,11 +127,11 @@ TEST(Df11Lanes, RoundTripOverShapesAndDistributions) {
   std::vector<int> exps(240);
   std::iota(exps.begin(), exps.end(), 0);
   std::vector<double> uniform(240, 1.0);
-  ExpectRoundTrip(testing::WeightsWithExponents(37 * 304, exps, uniform, 3), 37, 304, "all 240 uniform");
+  ExpectRoundTrip(testing::WeightsWithExponents(size_t{37} * 304, exps, uniform, 3), 37, 304, "all 240 uniform");
   auto fib = testing::FibonacciWeights(30, 4);  // codes up to 29 bits
   fib.resize(fib.size() / 1024 * 1024);
   ExpectRoundTrip(fib, static_cast<int64_t>(fib.size() / 1024), 1024, "fibonacci 30");
-  ExpectRoundTrip(std::vector<uint16_t>(6 * 64, 0x3F80), 6, 64, "one symbol");
+  ExpectRoundTrip(std::vector<uint16_t>(size_t{6} * 64, 0x3F80), 6, 64, "one symbol");
 }
 
 // Resident bytes of a Gaussian matrix as lane streams (+ sign_mantissa, LUTs) against the unit's
@@ -166,7 +169,7 @@ TEST(Df11Lanes, Errors) {
   EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(missing.status().message().find("exponent 7"), std::string::npos) << missing.status().message();
   // A tile whose lanes claim fewer bits than their codes: the reference decoder says so.
-  std::vector<uint16_t> ok(32 * 8, Word(102, 0));  // 16 bits per group
+  std::vector<uint16_t> ok(size_t{32} * 8, Word(102, 0));  // 16 bits per group
   auto lanes = BuildLaneStreams(*codes, ok, 1, 256, 1, "cut");
   ASSERT_TRUE(lanes.ok());
   lanes->tile_words[1] = 0;  // zero words per lane
@@ -183,7 +186,7 @@ TEST(Df11Lanes, Errors) {
 TEST(Df11LanesCuda, FusedGemv) { GTEST_SKIP() << "built without CUDA (nvcc not found): fused DF11 GEMV not tested"; }
 #else
 
-#define REQUIRE_GPU()           \
+#define REQUIRE_GPU()         \
   if (CudaDeviceCount() == 0) \
   GTEST_SKIP() << "no CUDA device: fused DF11 GEMV not tested here (run scripts/gpu/run-gpu-checks.sh)"
 
@@ -242,8 +245,8 @@ TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
   std::mt19937 rng(5);
   for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 8}, {33, 264}, {300, 4096}, {130, 12288}, {70, 5120}, {40, 3072}, {8195, 64}, {257, 2560}}) {
-    const auto m = MakeMatrix(testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(rows + cols)), rows,
-                              cols);
+    const auto m =
+        MakeMatrix(testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(rows + cols)), rows, cols);
     for (int64_t tokens = 1; tokens <= cuda::kGemvMaxTokens; ++tokens) {
       const auto x = testing::GaussianWeights(tokens * cols, 1.0f, static_cast<uint32_t>(tokens * 7 + cols));
       std::vector<float> bias(rows);
@@ -261,9 +264,9 @@ TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
         const auto want = Download<uint16_t>(want_buf, tokens * rows);
         for (int tiles = 0; tiles < 2; ++tiles) {
           const auto got_buf = Upload(old_y);
-          const Status st = Df11Gemv(dx.as<uint16_t>(), m->lanes[tiles].lanes(), TablesOf(m->unit.unit()),
-                                     m->unit.unit().sign_mantissa, b, tokens, accumulate, got_buf.as<uint16_t>(),
-                                     nullptr);
+          const Status st =
+              Df11Gemv(dx.as<uint16_t>(), m->lanes[tiles].lanes(), TablesOf(m->unit.unit()),
+                       m->unit.unit().sign_mantissa, b, tokens, accumulate, got_buf.as<uint16_t>(), nullptr);
           ASSERT_TRUE(st.ok()) << st.ToString();
           const auto got = Download<uint16_t>(got_buf, tokens * rows);
           for (size_t i = 0; i < got.size(); ++i) {
@@ -287,9 +290,9 @@ TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
     std::vector<uint16_t> words;
     int64_t rows, cols;
   };
-  for (const Case& c : {Case{testing::GaussianWeights(8200 * 64, 0.02f, 7), 8200, 64},
+  for (const Case& c : {Case{testing::GaussianWeights(size_t{8200} * 64, 0.02f, 7), 8200, 64},
                         Case{fib, static_cast<int64_t>(fib.size() / 512), 512},
-                        Case{testing::WeightsWithExponents(77 * 336, exps, uniform, 8), 77, 336}}) {
+                        Case{testing::WeightsWithExponents(size_t{77} * 336, exps, uniform, 8), 77, 336}}) {
     const auto m = MakeMatrix(c.words, c.rows, c.cols);
     for (int tiles = 0; tiles < 2; ++tiles) {
       auto out = cuda::DeviceBuffer::Allocate(c.words.size() * 2, "out");
@@ -322,7 +325,7 @@ TEST(Df11LanesCuda, GarbageStreamsStayInBounds) {
     ASSERT_TRUE(codes.ok());
     auto lanes = BuildLaneStreams(*codes, m->words, rows, cols, 1, "garbage");
     ASSERT_TRUE(lanes.ok());
-    std::fill(lanes->words.begin(), lanes->words.end() - 2 * kLanes, fill);
+    std::fill(lanes->words.begin(), lanes->words.end() - std::ptrdiff_t{2} * kLanes, fill);
     auto up = DeviceLanesBuffer::Upload(*lanes, nullptr);
     ASSERT_TRUE(up.ok());
     auto out = cuda::DeviceBuffer::Allocate(rows * cols * 2, "out");

@@ -118,8 +118,8 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
   for (int64_t seqs : {3, 8}) {
     SCOPED_TRACE(std::to_string(seqs) + " sequences");
     TestBatch ba(*bf16, 8, seqs), bb(*df11, 8, seqs);
-    std::vector<std::vector<int32_t>> tokens;
-    for (int32_t i = 0; i < seqs; ++i) tokens.push_back({i + 1, 7 * i + 2, 300 - i});
+    std::vector<std::vector<int32_t>> tokens(seqs);
+    for (int32_t i = 0; i < seqs; ++i) tokens[i] = {i + 1, 7 * i + 2, 300 - i};
     StepOutput oa, ob;
     for (int step = 0; step < 8; ++step) {
       ASSERT_TRUE(ba.Run(tokens, false, &oa).ok());
