@@ -384,4 +384,29 @@ StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const 
   return buf;
 }
 
+StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::WithoutStream() const {
+  auto align = [](uint64_t v) { return (v + 255) & ~uint64_t{255}; };  // Upload's layout without the stream
+  const uint64_t luts_bytes = static_cast<uint64_t>(unit_.num_luts) * kLutRowBytes;
+  const uint64_t off_luts = align(kTableBytes);
+  const uint64_t off_sm = align(off_luts + luts_bytes);
+  const uint64_t total = align(off_sm + unit_.num_elements + 16);
+  DeviceUnitBuffer buf;
+  DF11_CUDA_RETURN(cudaMalloc(&buf.base_, total));
+  buf.bytes_ = total;
+  auto* b = static_cast<uint8_t*>(buf.base_);
+  DF11_CUDA_RETURN(cudaMemset(b, 0, total));
+  DF11_CUDA_RETURN(cudaMemcpy(b, unit_.pair_table, kTableBytes, cudaMemcpyDeviceToDevice));
+  DF11_CUDA_RETURN(cudaMemcpy(b + off_luts, unit_.luts, luts_bytes, cudaMemcpyDeviceToDevice));
+  DF11_CUDA_RETURN(cudaMemcpy(b + off_sm, unit_.sign_mantissa, unit_.num_elements, cudaMemcpyDeviceToDevice));
+  buf.unit_ = unit_;
+  buf.unit_.pair_table = reinterpret_cast<const uint32_t*>(b);
+  buf.unit_.luts = b + off_luts;
+  buf.unit_.sign_mantissa = b + off_sm;
+  buf.unit_.stream = nullptr;
+  buf.unit_.chunk_starts = nullptr;
+  buf.unit_.gaps = nullptr;
+  buf.layout_ = layout_;
+  return buf;
+}
+
 }  // namespace df11

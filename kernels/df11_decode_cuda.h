@@ -51,6 +51,10 @@ class DeviceUnitBuffer {
   // streams, df11_lanes_cuda.h): stream, chunk_starts and gaps are null and the decoders refuse it.
   static StatusOr<DeviceUnitBuffer> Upload(const UnitView& unit, const UnitLayout& layout, bool with_stream = true);
 
+  // A copy on the device without the stream, chunk_starts and gaps (as Upload with with_stream
+  // false), made by device-to-device copies. RESOURCE_EXHAUSTED when out of memory.
+  StatusOr<DeviceUnitBuffer> WithoutStream() const;
+
   const DeviceUnit& unit() const { return unit_; }
   uint64_t device_bytes() const { return bytes_; }
   // Host copy of output_positions, for choosing the chunks of a range.

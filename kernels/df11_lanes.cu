@@ -70,11 +70,13 @@ __device__ __forceinline__ uint2 DecodeGroup(LaneReader& in, const uint32_t* tab
   return make_uint2(lo, hi);
 }
 
-// kTokens > 0: y = x · W^T (+ bias) (+ y), kRows = w.rows_per_tile. kTokens == 0: out = W.
+// kTokens > 0: y = x · W^T (+ bias) (+ y), kRows = w.rows_per_tile. kTokens == 0: y = W.
+// kTokens == -1 (compare): *mismatches += the 8-element groups of W that differ from y's.
 template <int kTokens, int kRows>
 __global__ void __launch_bounds__(kWarps * 32)
     LanesKernel(const uint16_t* __restrict__ x, DeviceLanes w, Df11Tables t, const uint8_t* __restrict__ sm,
-                const float* __restrict__ bias, bool accumulate, uint16_t* __restrict__ y) {
+                const float* __restrict__ bias, bool accumulate, uint16_t* __restrict__ y,
+                uint32_t* __restrict__ mismatches) {
   __shared__ __align__(16) uint32_t table[kFastTableSize];
   cuda::AllowDependents();
   for (int i = threadIdx.x; i < kFastTableSize / 4; i += kWarps * 32) {
@@ -108,6 +110,9 @@ __global__ void __launch_bounds__(kWarps * 32)
         const uint4 wv = make_uint4(a.x, a.y, b.x, b.y);
         if constexpr (kTokens == 0) {
           *reinterpret_cast<uint4*>(y + e0) = wv;
+        } else if constexpr (kTokens < 0) {
+          const uint4 want = *reinterpret_cast<const uint4*>(y + e0);
+          if (want.x != wv.x || want.y != wv.y || want.z != wv.z || want.w != wv.w) atomicAdd(mismatches, 1u);
         } else {
 #pragma unroll
           for (int k = 0; k < kTokens; ++k) {
@@ -122,7 +127,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <int kTokens, int kRows>
 Status Launch(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t, const uint8_t* sm, const float* bias,
-              bool accumulate, uint16_t* y, GpuStream stream) {
+              bool accumulate, uint16_t* y, GpuStream stream, uint32_t* mismatches) {
   auto kernel = LanesKernel<kTokens, kRows>;
   static thread_local int device = -1, max_blocks = 0;  // per kernel instance
   int current = 0;
@@ -146,15 +151,15 @@ Status Launch(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t, cons
   config.stream = reinterpret_cast<cudaStream_t>(stream);
   config.attrs = dependent;
   config.numAttrs = 1;
-  cudaLaunchKernelEx(&config, kernel, x, w, t, sm, bias, accumulate, y);
+  cudaLaunchKernelEx(&config, kernel, x, w, t, sm, bias, accumulate, y, mismatches);
   return cuda::CheckLaunch("LanesKernel");
 }
 
 template <int kTokens>
 Status LaunchTokens(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t, const uint8_t* sm, const float* bias,
-                    bool accumulate, uint16_t* y, GpuStream stream) {
-  return w.rows_per_tile == 4 ? Launch<kTokens, 4>(x, w, t, sm, bias, accumulate, y, stream)
-                              : Launch<kTokens, 1>(x, w, t, sm, bias, accumulate, y, stream);
+                    bool accumulate, uint16_t* y, GpuStream stream, uint32_t* mismatches = nullptr) {
+  return w.rows_per_tile == 4 ? Launch<kTokens, 4>(x, w, t, sm, bias, accumulate, y, stream, mismatches)
+                              : Launch<kTokens, 1>(x, w, t, sm, bias, accumulate, y, stream, mismatches);
 }
 
 Status CheckOperands(const DeviceLanes& w, const uint8_t* sm) {
@@ -212,6 +217,16 @@ Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const u
   DF11_RETURN_IF_ERROR(CheckOperands(w, sign_mantissa));
   if (reinterpret_cast<uintptr_t>(out) % 16 != 0) return InvalidArgument("LaunchLanesDecode: out not 16-byte aligned");
   return LaunchTokens<0>(nullptr, w, tables, sign_mantissa, nullptr, false, out, stream);
+}
+
+Status LaunchLanesCompare(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa,
+                          const uint16_t* expected, uint32_t* mismatches, GpuStream stream) {
+  DF11_RETURN_IF_ERROR(CheckOperands(w, sign_mantissa));
+  if (reinterpret_cast<uintptr_t>(expected) % 16 != 0) {
+    return InvalidArgument("LaunchLanesCompare: expected not 16-byte aligned");
+  }
+  return LaunchTokens<-1>(nullptr, w, tables, sign_mantissa, nullptr, false, const_cast<uint16_t*>(expected), stream,
+                          mismatches);
 }
 
 }  // namespace df11

@@ -70,4 +70,10 @@ Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& table
 Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa, uint16_t* out,
                          GpuStream stream);
 
+// Adds to *mismatches (device memory) the number of 8-element groups where W decoded from its lane
+// streams differs from `expected` [rows, cols] (device, 16-byte aligned): the load-time check.
+// Asynchronous; returns the launch error.
+Status LaunchLanesCompare(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa,
+                          const uint16_t* expected, uint32_t* mismatches, GpuStream stream);
+
 }  // namespace df11

@@ -100,7 +100,12 @@ struct LoadReport {
   // shares (ModelOptions::scratch), so counted once per GPU, not per model; 0 on the CPU.
   uint64_t shared_scratch_bytes = 0;
   double load_seconds = 0;
-  int lane_matrices = 0;              // CUDA, DF11: linears kept as lane streams (fused GEMV)
+  int lane_matrices = 0;  // CUDA, DF11: linears kept as lane streams (fused GEMV)
+  // CUDA, DF11: seconds of load spent making lane streams: decoding matrices (GPU, copied to the host), building
+  // the streams, uploading them, decoding them back on the GPU and comparing, re-uploading units
+  // without their streams.
+  double lanes_decode_seconds = 0, lanes_build_seconds = 0, lanes_upload_seconds = 0, lanes_check_seconds = 0,
+         lanes_slim_seconds = 0;
   std::vector<std::string> warnings;  // what the load left slower than it could be, and why
 };
 

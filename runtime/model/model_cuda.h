@@ -107,6 +107,7 @@ struct Model::CudaState {
   std::vector<DeviceLanesBuffer> lanes;  // DF11 matrices as lane streams (DeviceLinear::lanes)
   bool use_lanes = true;                 // ModelOptions::df11_lanes
   std::vector<std::string> warnings;     // matrices left on the decode-then-GEMM path, and why
+  double lanes_seconds[5] = {};          // TranscodeLinear: decode, build, upload, check; SlimUnits
   std::vector<DeviceLayer> layers;
   DeviceLinear embedding, lm_head;
   const float* final_norm = nullptr;
@@ -146,8 +147,8 @@ struct Model::CudaState {
   StatusOr<DeviceLinear> UploadLinear(const Checkpoint& checkpoint, const LinearWeight& w, bool decoded,
                                       bool transcode = true);
   // Gives DF11 matrix d ([out, in] at d.unit_offset of its unit) lane streams when use_lanes and its
-  // shape allows: decoded on the host, re-arranged, uploaded, then decoded on the GPU and compared
-  // with the host's words bit for bit. A matrix that fails stays on the decode-then-GEMM path with
+  // shape allows: decoded by the unit's CUDA decoder and copied to the host, re-arranged, uploaded,
+  // then decoded by the lane decoder and compared with those words bit for bit. A matrix that fails stays on the decode-then-GEMM path with
   // a warning naming it; only CUDA errors fail the load.
   Status TranscodeLinear(DeviceLinear& d, const std::string& name);
   // Re-uploads without their streams the units whose every element is in lane streams.

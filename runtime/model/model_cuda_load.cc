@@ -4,6 +4,7 @@
 // element then lives in lane streams drops its own stream (SlimUnits).
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -179,38 +180,60 @@ Status Model::CudaState::TranscodeLinear(DeviceLinear& d, const std::string& nam
                        std::to_string(d.unit_offset) + " not a multiple of 8; decoded before its GEMM");
     return Status::Ok();
   }
+  auto t0 = std::chrono::steady_clock::now();
+  auto lap = [&](int phase) {
+    const auto now = std::chrono::steady_clock::now();
+    lanes_seconds[phase] += std::chrono::duration<double>(now - t0).count();
+    t0 = now;
+  };
+  // The matrix's words, decoded on the GPU by the unit's own decoder, in slices of <= 16 Mi elements.
+  const DeviceUnit& du = plan.buffer.unit();
+  const int rows_per_tile = LaneRowsPerTile(rows);
+  const int64_t tile_elements = static_cast<int64_t>(rows_per_tile) * cols;
+  const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
+  const int64_t per_slice = std::max<int64_t>(1, (int64_t{16} << 20) / tile_elements);
+  DF11_ASSIGN_OR_RETURN(
+      cuda::DeviceBuffer slices,
+      cuda::DeviceBuffer::Allocate(2 * std::min<int64_t>(tiles, per_slice) * tile_elements, "lane stream slices"));
   std::vector<uint16_t> words(n);
-  DF11_RETURN_IF_ERROR(
-      DecodeUnitCpuFast(unit.view, unit.layout, d.unit_offset, d.unit_offset + n, words.data(), 0, unit.path));
+  for (int64_t t = 0; t < tiles; t += per_slice) {
+    const uint64_t first = static_cast<uint64_t>(t) * tile_elements;
+    const uint64_t count = std::min<uint64_t>(n - first, static_cast<uint64_t>(per_slice) * tile_elements);
+    const Status st = LaunchDf11Decode(du, plan.buffer.layout(), d.unit_offset + first, d.unit_offset + first + count,
+                                       slices.as<uint16_t>(), stream);
+    if (!st.ok()) return st.WithContext(unit.path);
+    DF11_RETURN_IF_ERROR(cuda::CopyToHost(words.data() + first, slices.data(), 2 * count, stream));
+  }
+  lap(0);
   StatusOr<std::array<SymbolCode, 256>> codes = CodesFromLuts(unit.view.luts);
   StatusOr<LaneStreams> host_lanes =
-      codes.ok() ? BuildLaneStreams(*codes, words, rows, cols, LaneRowsPerTile(rows), name) : codes.status();
+      codes.ok() ? BuildLaneStreams(*codes, words, rows, cols, rows_per_tile, name) : codes.status();
   if (!host_lanes.ok()) {
     warnings.push_back(name + ": no lane streams (" + host_lanes.status().ToString() + "); decoded before its GEMM");
     return Status::Ok();
   }
+  lap(1);
   DF11_ASSIGN_OR_RETURN(DeviceLanesBuffer buffer, DeviceLanesBuffer::Upload(*host_lanes, stream));
-  // Verify: the GPU's lane decoder gives the host's words, in slices of at most 16 Mi elements.
-  const DeviceUnit& du = plan.buffer.unit();
-  const int64_t tile_elements = static_cast<int64_t>(host_lanes->rows_per_tile) * cols;
-  const int64_t tiles = host_lanes->num_tiles();
-  const int64_t per_slice = std::max<int64_t>(1, (int64_t{16} << 20) / tile_elements);
-  DF11_ASSIGN_OR_RETURN(
-      cuda::DeviceBuffer check,
-      cuda::DeviceBuffer::Allocate(2 * std::min<int64_t>(tiles, per_slice) * tile_elements, "lane stream check"));
-  std::vector<uint16_t> back;
-  for (int64_t t0 = 0; t0 < tiles; t0 += per_slice) {
-    const DeviceLanes slice = TileSlice(buffer.lanes(), t0, std::min(per_slice, tiles - t0));
-    const uint64_t first = static_cast<uint64_t>(t0) * tile_elements, count = slice.rows * cols;
-    DF11_RETURN_IF_ERROR(
-        LaunchLanesDecode(slice, TablesOf(du), du.sign_mantissa + d.unit_offset + first, check.as<uint16_t>(), stream));
-    back.resize(count);
-    DF11_RETURN_IF_ERROR(cuda::CopyToHost(back.data(), check.data(), 2 * count, stream));
-    if (!std::equal(back.begin(), back.end(), words.begin() + first)) {
-      warnings.push_back(name + ": lane streams decode to other bits on this GPU; decoded before its GEMM");
-      return Status::Ok();
-    }
+  lap(2);
+  // Verify on the device: the lane decoder gives the words the unit's decoder gives, slice by slice.
+  DF11_ASSIGN_OR_RETURN(cuda::DeviceBuffer mismatches, cuda::DeviceBuffer::Allocate(4, "lane stream check"));
+  DF11_RETURN_IF_ERROR(cuda::FillZero(mismatches.data(), 4, stream));
+  for (int64_t t = 0; t < tiles; t += per_slice) {
+    const DeviceLanes slice = TileSlice(buffer.lanes(), t, std::min(per_slice, tiles - t));
+    const uint64_t first = static_cast<uint64_t>(t) * tile_elements, count = slice.rows * cols;
+    DF11_RETURN_IF_ERROR(LaunchDf11Decode(du, plan.buffer.layout(), d.unit_offset + first,
+                                          d.unit_offset + first + count, slices.as<uint16_t>(), stream));
+    DF11_RETURN_IF_ERROR(LaunchLanesCompare(slice, TablesOf(du), du.sign_mantissa + d.unit_offset + first,
+                                            slices.as<uint16_t>(), mismatches.as<uint32_t>(), stream));
   }
+  uint32_t differ = 0;
+  DF11_RETURN_IF_ERROR(cuda::CopyToHost(&differ, mismatches.data(), 4, stream));
+  if (differ != 0) {
+    warnings.push_back(name + ": lane streams decode to other bits in " + std::to_string(differ) +
+                       " groups of 8 on this GPU; decoded before its GEMM");
+    return Status::Ok();
+  }
+  lap(3);
   weight_bytes += buffer.device_bytes();
   lanes.push_back(std::move(buffer));
   d.lanes = static_cast<int>(lanes.size() - 1);
@@ -219,18 +242,20 @@ Status Model::CudaState::TranscodeLinear(DeviceLinear& d, const std::string& nam
 }
 
 Status Model::CudaState::SlimUnits() {
+  const auto start = std::chrono::steady_clock::now();
   for (auto& plan : units) {
     if (plan->slim || plan->keep_stream) continue;
     uint64_t covered = 0;
     for (const DeviceUnitPlan::LaneMatrix& m : plan->lane_matrices) covered += m.elements;
     if (covered != plan->host->layout.num_elements) continue;
     const uint64_t before = plan->buffer.device_bytes();
-    StatusOr<DeviceUnitBuffer> slim = DeviceUnitBuffer::Upload(plan->host->view, plan->host->layout, false);
+    StatusOr<DeviceUnitBuffer> slim = plan->buffer.WithoutStream();
     if (!slim.ok()) return slim.status().WithContext(plan->host->path);
     plan->buffer = std::move(slim).value();  // frees the stream
     weight_bytes = weight_bytes - before + plan->buffer.device_bytes();
     plan->slim = true;
   }
+  lanes_seconds[4] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }
 
@@ -299,6 +324,11 @@ Status Model::LoadCuda() {
   report_.shared_scratch_bytes = st.scratch_needed;
   report_.warnings = st.warnings;
   report_.lane_matrices = static_cast<int>(st.lanes.size());
+  report_.lanes_decode_seconds = st.lanes_seconds[0];
+  report_.lanes_build_seconds = st.lanes_seconds[1];
+  report_.lanes_upload_seconds = st.lanes_seconds[2];
+  report_.lanes_check_seconds = st.lanes_seconds[3];
+  report_.lanes_slim_seconds = st.lanes_seconds[4];
   return Status::Ok();
 }
 

@@ -306,6 +306,21 @@ TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
         ASSERT_EQ(got[i], c.words[i]) << "[" << c.rows << ", " << c.cols << "], " << (tiles ? 4 : 1)
                                       << " rows per tile, element " << i;
       }
+      // The load-time check: no group differs from the weights; then two changed elements (in two
+      // groups) and one more in a group already counted give 2.
+      std::vector<uint16_t> changed = c.words;
+      changed[3] ^= 1;
+      changed.back() ^= 0x8000;
+      changed[changed.size() - 2] ^= 1;
+      for (const auto& [expected, want] :
+           {std::pair<const std::vector<uint16_t>*, uint32_t>{&c.words, 0u}, {&changed, 2u}}) {
+        const auto dexpected = Upload(*expected);
+        const auto count = Upload(std::vector<uint32_t>{0});
+        ASSERT_TRUE(LaunchLanesCompare(m->lanes[tiles].lanes(), TablesOf(m->unit.unit()), m->unit.unit().sign_mantissa,
+                                       dexpected.as<uint16_t>(), count.as<uint32_t>(), nullptr)
+                        .ok());
+        EXPECT_EQ(Download<uint32_t>(count, 1)[0], want) << (tiles ? 4 : 1) << " rows per tile";
+      }
     }
   }
 }
