@@ -72,6 +72,12 @@ Status CopyToHost(void* dst, const void* src, uint64_t bytes, GpuStream stream) 
   return CheckCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
+Status PinHost(void* p, uint64_t bytes) {
+  return CheckCuda(cudaHostRegister(p, bytes, cudaHostRegisterDefault), "cudaHostRegister");
+}
+
+void UnpinHost(void* p) { cudaHostUnregister(p); }
+
 Status FillZero(void* dst, uint64_t bytes, GpuStream stream) {
   return CheckCuda(cudaMemsetAsync(dst, 0, bytes, reinterpret_cast<cudaStream_t>(stream)), "cudaMemsetAsync");
 }

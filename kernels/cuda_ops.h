@@ -49,6 +49,10 @@ class DeviceBuffer {
 
 Status CopyToDevice(void* dst, const void* src, uint64_t bytes, GpuStream stream);  // async w.r.t. device
 Status CopyToHost(void* dst, const void* src, uint64_t bytes, GpuStream stream);    // waits for it
+// Page-locks host memory [p, p + bytes) so copies to and from it run at full PCIe speed
+// (cudaHostRegister); UnpinHost(p) undoes it. INTERNAL when the runtime refuses.
+Status PinHost(void* p, uint64_t bytes);
+void UnpinHost(void* p);
 Status FillZero(void* dst, uint64_t bytes, GpuStream stream);
 Status Synchronize(GpuStream stream);
 StatusOr<GpuStream> CreateStream();

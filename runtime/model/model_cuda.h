@@ -94,7 +94,10 @@ struct StepBuffers {
 
 struct Model::CudaState {
   CudaState() = default;
-  ~CudaState() { cuda::DestroyStream(stream); }
+  ~CudaState() {
+    if (lane_words_pinned) cuda::UnpinHost(lane_words.data());
+    cuda::DestroyStream(stream);
+  }
   CudaState(const CudaState&) = delete;
   CudaState& operator=(const CudaState&) = delete;
 
@@ -108,6 +111,9 @@ struct Model::CudaState {
   bool use_lanes = true;                 // ModelOptions::df11_lanes
   std::vector<std::string> warnings;     // matrices left on the decode-then-GEMM path, and why
   double lanes_seconds[5] = {};          // TranscodeLinear: decode, build, upload, check; SlimUnits
+  // TranscodeLinear's host copy of a matrix, reused (page-locked while `pinned`), freed after load.
+  std::vector<uint16_t> lane_words;
+  bool lane_words_pinned = false;
   std::vector<DeviceLayer> layers;
   DeviceLinear embedding, lm_head;
   const float* final_norm = nullptr;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -195,7 +196,12 @@ Status Model::CudaState::TranscodeLinear(DeviceLinear& d, const std::string& nam
   DF11_ASSIGN_OR_RETURN(
       cuda::DeviceBuffer slices,
       cuda::DeviceBuffer::Allocate(2 * std::min<int64_t>(tiles, per_slice) * tile_elements, "lane stream slices"));
-  std::vector<uint16_t> words(n);
+  if (lane_words.size() < n) {  // grown, then page-locked (unlocked copies are several times slower)
+    if (lane_words_pinned) cuda::UnpinHost(lane_words.data());
+    lane_words = std::vector<uint16_t>(n);
+    lane_words_pinned = cuda::PinHost(lane_words.data(), 2 * n).ok();
+  }
+  const std::span<uint16_t> words(lane_words.data(), n);
   for (int64_t t = 0; t < tiles; t += per_slice) {
     const uint64_t first = static_cast<uint64_t>(t) * tile_elements;
     const uint64_t count = std::min<uint64_t>(n - first, static_cast<uint64_t>(per_slice) * tile_elements);
@@ -297,6 +303,9 @@ Status Model::LoadCuda() {
     DF11_ASSIGN_OR_RETURN(st.lm_head, st.UploadLinear(ckpt, lm_head_, true));
   }
   DF11_RETURN_IF_ERROR(st.SlimUnits());
+  if (st.lane_words_pinned) cuda::UnpinHost(st.lane_words.data());
+  st.lane_words_pinned = false;
+  st.lane_words = {};
   DF11_ASSIGN_OR_RETURN(st.final_norm, st.UploadFloats(final_norm_, "final norm"));
   const uint64_t weights = st.weight_bytes, bf16 = st.bf16_weight_bytes;
   DF11_ASSIGN_OR_RETURN(st.inv_freq_global, st.UploadFloats(rope_global_.inv_freq, "rope"));
