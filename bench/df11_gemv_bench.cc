@@ -18,6 +18,7 @@
 
 #include "bench/bench_main.h"
 #include "bench/cuda_check.h"
+#include "bench/linear_timing.h"
 #include "bench/read_roofline.h"
 #include "kernels/cuda_gemm.h"
 #include "kernels/df11_codec.h"
@@ -37,34 +38,6 @@ constexpr Shape kShapes[] = {{"q|k|v_proj", 6144, 4096, 36},
                              {"gate|up_proj", 24576, 4096, 36},
                              {"down_proj", 4096, 12288, 36},
                              {"lm_head", 151936, 4096, 1}};
-
-uint16_t Bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
-template <typename F>
-double MedianMs(int copies, F fn) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) fn(i % copies);
-  std::vector<double> ms;
-  for (int i = 0; i < 30; ++i) {
-    CK(cudaEventRecord(a));
-    fn((i + 3) % copies);
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 void Check(const Status& s) {
   if (!s.ok()) {

@@ -17,6 +17,7 @@
 
 #include "bench/bench_main.h"
 #include "bench/cuda_check.h"
+#include "bench/linear_timing.h"
 #include "bench/read_roofline.h"
 #include "kernels/cuda_gemm.h"
 
@@ -33,35 +34,6 @@ constexpr Shape kShapes[] = {{"q_proj/o_proj", 4096, 4096},
                              {"gate/up_proj", 12288, 4096},
                              {"down_proj", 4096, 12288},
                              {"lm_head", 151936, 4096}};
-
-uint16_t Bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
-// Median milliseconds of `fn(copy)` over 30 timed calls after 3 warm-ups, rotating copies.
-template <typename F>
-double MedianMs(int copies, F fn) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) fn(i % copies);
-  std::vector<double> ms;
-  for (int i = 0; i < 30; ++i) {
-    CK(cudaEventRecord(a));
-    fn((i + 3) % copies);
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 int Main(int argc, char** argv) {
   std::string json_path;

@@ -90,17 +90,9 @@ template <int kTokens, int kRows>
 void LaunchRows(const uint16_t* x, const uint16_t* w, const float* bias, int64_t n, int64_t k, bool accumulate,
                 uint16_t* y, cudaStream_t s) {
   const int64_t blocks = (n + kWarpsPerBlock * kRows - 1) / (kWarpsPerBlock * kRows);
-  cudaLaunchAttribute dependent[1];
-  dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  dependent[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(kWarpsPerBlock * 32);
-  config.stream = s;
-  config.attrs = dependent;
-  config.numAttrs = 1;
   // An error shows in Gemv's CheckLaunch.
-  cudaLaunchKernelEx(&config, GemvKernel<kTokens, kRows>, x, w, bias, n, k, accumulate, y);
+  LaunchDependent(GemvKernel<kTokens, kRows>, dim3(static_cast<unsigned>(blocks)), dim3(kWarpsPerBlock * 32), s, x, w,
+                  bias, n, k, accumulate, y);
 }
 
 // rows_per_warp 1, 2 or 4; 0 picks four where that still gives every SM a few blocks, else one.

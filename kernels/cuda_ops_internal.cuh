@@ -36,6 +36,23 @@ __device__ __forceinline__ void AllowDependents() {
 #endif
 }
 
+// Launches kernel<<<grid, block, 0, stream>>>(args...) as a dependent of the stream's previous
+// kernel (programmatic stream serialization). Returns the launch's error (callers may leave it to
+// their CheckLaunch).
+template <typename... Params, typename... Args>
+cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute dependent[1];
+  dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  config.attrs = dependent;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, d);

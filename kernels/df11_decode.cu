@@ -270,7 +270,7 @@ Status LaunchDf11Decode(const DeviceUnit& unit, const UnitLayout& layout, uint64
                       std::to_string(unit.num_elements) + ")");
   }
   if (begin == end) return Status::Ok();
-  if (unit.stream == nullptr) return FailedPrecondition("DF11 decode: the unit was uploaded without its stream");
+  if (unit.stream == nullptr) return FailedPrecondition("DF11 decode: the unit was kept without its stream (WithoutStream)");
   const auto [c0, c1] = ChunksOf(layout, begin, end);
   DF11_ASSIGN_OR_RETURN(const KernelConfig cfg, Configure(unit));
   const uint32_t chunks = c1 - c0;
@@ -302,7 +302,7 @@ StatusOr<std::vector<Df11DecodeItem>> Df11DecodeItems(const UnitLayout& layout, 
 Status LaunchDf11DecodeItems(const DeviceUnit& unit, const Df11DecodeItem* items, uint32_t num_items, bool vector_ok,
                              uint16_t* out, GpuStream stream) {
   if (num_items == 0) return Status::Ok();
-  if (unit.stream == nullptr) return FailedPrecondition("DF11 decode: the unit was uploaded without its stream");
+  if (unit.stream == nullptr) return FailedPrecondition("DF11 decode: the unit was kept without its stream (WithoutStream)");
   DF11_ASSIGN_OR_RETURN(const KernelConfig cfg, Configure(unit));
   const uint32_t grid = std::min<uint32_t>(num_items, cfg.max_grid);
   vector_ok = vector_ok && reinterpret_cast<uintptr_t>(out) % 16 == 0;
@@ -333,34 +333,31 @@ DeviceUnitBuffer& DeviceUnitBuffer::operator=(DeviceUnitBuffer&& other) noexcept
   return *this;
 }
 
-StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const UnitLayout& layout, bool with_stream) {
+StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const UnitLayout& layout) {
   if (layout.threads_per_block != kThreads) {
     return InvalidArgument("the CUDA decoder supports threads_per_block 512 (the published value), got " +
                            std::to_string(layout.threads_per_block));
   }
   auto align = [](uint64_t v) { return (v + 255) & ~uint64_t{255}; };
   const uint64_t chunk_bytes = uint64_t{kThreads} * kBytesPerWindow;
-  const uint64_t stream_bytes = with_stream ? layout.num_chunks * chunk_bytes + 16 : 0;
-  const uint64_t gap_bytes = with_stream ? layout.num_chunks * kThreads * 5 / 8 + 8 : 0;
-  const uint64_t starts_bytes = with_stream ? 4 * layout.chunk_starts.size() : 0;
+  const uint64_t stream_bytes = layout.num_chunks * chunk_bytes + 16;
+  const uint64_t gap_bytes = layout.num_chunks * kThreads * 5 / 8 + 8;
   const uint64_t off_table = 0;
   const uint64_t off_luts = align(off_table + kTableBytes);
   const uint64_t off_stream = align(off_luts + view.luts.size());
   const uint64_t off_sm = align(off_stream + stream_bytes);
   const uint64_t off_starts = align(off_sm + layout.num_elements + 16);
-  const uint64_t off_gaps = align(off_starts + starts_bytes);
+  const uint64_t off_gaps = align(off_starts + 4 * layout.chunk_starts.size());
   const uint64_t total = align(off_gaps + gap_bytes);
 
   std::vector<uint8_t> host(total, 0);
   const auto table = BuildPairTable(view.luts);
   std::memcpy(&host[off_table], table.data(), kTableBytes);
   std::memcpy(&host[off_luts], view.luts.data(), view.luts.size());
+  std::memcpy(&host[off_stream], view.encoded_exponent.data(), view.encoded_exponent.size());
   std::memcpy(&host[off_sm], view.sign_mantissa.data(), view.sign_mantissa.size());
-  if (with_stream) {
-    std::memcpy(&host[off_stream], view.encoded_exponent.data(), view.encoded_exponent.size());
-    std::memcpy(&host[off_starts], layout.chunk_starts.data(), starts_bytes);
-    std::memcpy(&host[off_gaps], view.gaps.data(), std::min<uint64_t>(view.gaps.size(), gap_bytes));
-  }
+  std::memcpy(&host[off_starts], layout.chunk_starts.data(), 4 * layout.chunk_starts.size());
+  std::memcpy(&host[off_gaps], view.gaps.data(), std::min<uint64_t>(view.gaps.size(), gap_bytes));
 
   DeviceUnitBuffer buf;
   DF11_CUDA_RETURN(cudaMalloc(&buf.base_, total));
@@ -370,10 +367,10 @@ StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const 
   DeviceUnit& u = buf.unit_;
   u.pair_table = reinterpret_cast<const uint32_t*>(b + off_table);
   u.luts = b + off_luts;
-  u.stream = with_stream ? b + off_stream : nullptr;
+  u.stream = b + off_stream;
   u.sign_mantissa = b + off_sm;
-  u.chunk_starts = with_stream ? reinterpret_cast<const uint32_t*>(b + off_starts) : nullptr;
-  u.gaps = with_stream ? b + off_gaps : nullptr;
+  u.chunk_starts = reinterpret_cast<const uint32_t*>(b + off_starts);
+  u.gaps = b + off_gaps;
   u.num_elements = layout.num_elements;
   u.num_bytes = layout.num_bytes;
   u.num_chunks = static_cast<uint32_t>(layout.num_chunks);
@@ -385,7 +382,7 @@ StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const 
 }
 
 StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::WithoutStream() const {
-  auto align = [](uint64_t v) { return (v + 255) & ~uint64_t{255}; };  // Upload's layout without the stream
+  auto align = [](uint64_t v) { return (v + 255) & ~uint64_t{255}; };  // Upload's layout, stream left out
   const uint64_t luts_bytes = static_cast<uint64_t>(unit_.num_luts) * kLutRowBytes;
   const uint64_t off_luts = align(kTableBytes);
   const uint64_t off_sm = align(off_luts + luts_bytes);

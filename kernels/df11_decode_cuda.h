@@ -23,7 +23,7 @@ struct DeviceUnit {
   const uint32_t* pair_table = nullptr;     // [4096] see BuildPairTable (df11_fast_table.h)
   const uint8_t* luts = nullptr;            // [num_luts * 256]
   const uint8_t* stream = nullptr;          // [num_chunks * chunk bytes + 16], zero past num_bytes; null
-                                            // when uploaded without it (then chunk_starts, gaps too)
+                                            // in a WithoutStream copy (then chunk_starts, gaps too)
   const uint8_t* sign_mantissa = nullptr;   // [n], 16-byte aligned
   const uint32_t* chunk_starts = nullptr;   // [num_chunks + 1]
   const uint8_t* gaps = nullptr;            // [windows of all chunks * 5 / 8 + 8], zero padded
@@ -47,12 +47,11 @@ class DeviceUnitBuffer {
 
   // Uploads a validated unit (synchronously). Errors: RESOURCE_EXHAUSTED when device memory runs
   // out, INVALID_ARGUMENT for threads_per_block other than 512, INTERNAL for other CUDA errors.
-  // with_stream false keeps only the tables and sign_mantissa (the unit's matrices live on as lane
-  // streams, df11_lanes_cuda.h): stream, chunk_starts and gaps are null and the decoders refuse it.
-  static StatusOr<DeviceUnitBuffer> Upload(const UnitView& unit, const UnitLayout& layout, bool with_stream = true);
+  static StatusOr<DeviceUnitBuffer> Upload(const UnitView& unit, const UnitLayout& layout);
 
-  // A copy on the device without the stream, chunk_starts and gaps (as Upload with with_stream
-  // false), made by device-to-device copies. RESOURCE_EXHAUSTED when out of memory.
+  // A copy on the device with only the tables and sign_mantissa (the unit's matrices live on as
+  // lane streams, df11_lanes_cuda.h), made by device-to-device copies: stream, chunk_starts and
+  // gaps are null and the decoders refuse it. RESOURCE_EXHAUSTED when out of memory.
   StatusOr<DeviceUnitBuffer> WithoutStream() const;
 
   const DeviceUnit& unit() const { return unit_; }

@@ -142,16 +142,8 @@ Status Launch(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t, cons
     device = current;
   }
   const int64_t blocks = std::min<int64_t>((w.num_tiles() + kWarps - 1) / kWarps, max_blocks);
-  cudaLaunchAttribute dependent[1];
-  dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  dependent[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(kWarps * 32);
-  config.stream = reinterpret_cast<cudaStream_t>(stream);
-  config.attrs = dependent;
-  config.numAttrs = 1;
-  cudaLaunchKernelEx(&config, kernel, x, w, t, sm, bias, accumulate, y, mismatches);
+  cuda::LaunchDependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32),
+                        reinterpret_cast<cudaStream_t>(stream), x, w, t, sm, bias, accumulate, y, mismatches);
   return cuda::CheckLaunch("LanesKernel");
 }
 

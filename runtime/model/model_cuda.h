@@ -62,7 +62,7 @@ struct DeviceUnitPlan {
   uint64_t scratch_elements = 0;
   std::vector<LaneMatrix> lane_matrices;
   bool keep_stream = false;  // something reads the unit by element ranges (the embedding)
-  bool slim = false;         // uploaded without its stream: every element is in lane_matrices
+  bool slim = false;         // kept without its stream: every element is in lane_matrices
 };
 
 // A layer in VRAM: norm weights as fp32 device vectors, linears as DeviceLinear (decoder_layer.h).
@@ -154,10 +154,10 @@ struct Model::CudaState {
                                       bool transcode = true);
   // Gives DF11 matrix d ([out, in] at d.unit_offset of its unit) lane streams when use_lanes and its
   // shape allows: decoded by the unit's CUDA decoder and copied to the host, re-arranged, uploaded,
-  // then decoded by the lane decoder and compared with those words bit for bit. A matrix that fails stays on the decode-then-GEMM path with
-  // a warning naming it; only CUDA errors fail the load.
+  // then decoded by the lane decoder and compared with those words bit for bit. A matrix that fails
+  // stays on the decode-then-GEMM path with a warning naming it; only CUDA errors fail the load.
   Status TranscodeLinear(DeviceLinear& d, const std::string& name);
-  // Re-uploads without their streams the units whose every element is in lane streams.
+  // Replaces the units whose every element is in lane streams by copies without their streams.
   Status SlimUnits();
   // One matrix of `parts` stacked by rows (biases concatenated, zeros for a part without one): a
   // BF16 copy in one allocation, or DF11 slices that lie next to each other in the scratch

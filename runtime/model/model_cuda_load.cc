@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/df11_codec.h"
 #include "runtime/model/model_cuda.h"
 
 namespace df11 {
