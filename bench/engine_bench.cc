@@ -8,10 +8,12 @@
 // token, and the engine's mean step/decompression time per model.
 // Usage: engine_bench --model NAME=DIR [--model NAME=DIR ...] [--device cpu|cuda]
 //          [--concurrency 1,8,32,64,128] [--prompt 512] [--output 256] [--requests-per-stream 1]
-//          [--max-batched-tokens 2048] [--kv-memory BYTES] [--max-model-bytes BYTES] [--json]
+//          [--max-batched-tokens 2048] [--kv-memory BYTES] [--max-model-bytes BYTES]
+//          [--max-host-model-bytes BYTES] [--json]
 //          [--temperature T] [--top-p P] [--frequency-penalty F]  (seeded: request n uses seed n)
 // On CUDA without --kv-memory the KV budget is 0.9 x the free memory after the first model's
 // weights; to serve two models pass --max-model-bytes (room kept for all weights) or --kv-memory.
+// Models beyond --max-model-bytes are served from the host (--max-host-model-bytes) or disk tier.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -37,7 +39,7 @@ struct BenchOptions {
   Device device = Device::kCpu;
   std::vector<int> concurrency = {1, 8, 32, 64, 128};
   int prompt = 512, output = 256, requests_per_stream = 1;
-  int64_t max_batched_tokens = 2048, kv_memory = 0, max_model_bytes = 0;
+  int64_t max_batched_tokens = 2048, kv_memory = 0, max_model_bytes = 0, max_host_model_bytes = 0;
   bool json = false;
   float temperature = 0.0f, top_p = 1.0f, frequency_penalty = 0.0f;  // every request's sampling
 };
@@ -46,7 +48,8 @@ struct BenchOptions {
   std::cerr << "engine_bench: " << error << "\n"
             << "usage: engine_bench --model NAME=DIR [--model ...] [--device cpu|cuda] [--concurrency 1,8,32]\n"
             << "                    [--prompt N] [--output N] [--requests-per-stream N] [--max-batched-tokens N]\n"
-            << "                    [--kv-memory BYTES] [--max-model-bytes BYTES] [--json]\n"
+            << "                    [--kv-memory BYTES] [--max-model-bytes BYTES] [--max-host-model-bytes BYTES]\n"
+            << "                    [--json]\n"
             << "                    [--temperature T] [--top-p P] [--frequency-penalty F]\n";
   std::exit(2);
 }
@@ -108,6 +111,8 @@ BenchOptions Parse(int argc, char** argv) {
       o.kv_memory = ParseInt(a, value());
     } else if (a == "--max-model-bytes") {
       o.max_model_bytes = ParseInt(a, value());
+    } else if (a == "--max-host-model-bytes") {
+      o.max_host_model_bytes = ParseInt(a, value());
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--temperature") {
@@ -140,6 +145,8 @@ struct Collected {
   int64_t generated = 0;
   int finished = 0;
   std::vector<std::string> errors;
+  int64_t promotions = 0, demotions = 0;  // model tiers (--max-model-bytes), since the last level
+  double promotion_seconds = 0;
 };
 
 nlohmann::json RunLevel(Engine& engine, const BenchOptions& o, int concurrency, Collected& c) {
@@ -236,12 +243,22 @@ int Main(int argc, char** argv) {
     c.step_seconds[s.model].second += s.decompress_seconds;
     ++c.steps[s.model];
   };
+  observer.on_move = [&c](const MoveRecord& m) {
+    std::lock_guard lock(c.mu);
+    if (m.promotion) {
+      ++c.promotions;
+      c.promotion_seconds += m.seconds;
+    } else {
+      ++c.demotions;
+    }
+  };
   EngineOptions eo;
   eo.device = o.device;
   eo.max_batched_tokens = o.max_batched_tokens;
   eo.max_seqs = *std::max_element(o.concurrency.begin(), o.concurrency.end());
   eo.kv_memory_bytes = o.kv_memory;
   eo.max_model_bytes = o.max_model_bytes;
+  eo.max_host_model_bytes = o.max_host_model_bytes;
   eo.max_waiting = 1 << 20;
   auto engine = Engine::Create(eo, observer);
   if (!engine.ok()) {
@@ -249,15 +266,17 @@ int Main(int argc, char** argv) {
     return 1;
   }
   nlohmann::json out;
+  std::vector<ModelSpec> specs;
   for (const auto& [name, dir] : o.models) {
     ModelSpec spec;
     spec.name = name;
     spec.path = dir;
     spec.kv_min_blocks = (o.prompt + o.output + eo.block_size - 1) / eo.block_size;
-    if (Status st = (*engine)->LoadModel(spec); !st.ok()) {
-      std::cerr << "engine_bench: " << name << ": " << st.ToString() << "\n";
-      return 1;
-    }
+    specs.push_back(spec);
+  }
+  if (Status st = (*engine)->LoadModels(specs); !st.ok()) {  // as df11d does: tiers beyond --max-model-bytes
+    std::cerr << "engine_bench: " << st.ToString() << "\n";
+    return 1;
   }
   // Warm-up: one short request per model, so KV allocation and first-touch costs stay out of the levels.
   for (const auto& [name, dir] : o.models) {
@@ -286,18 +305,31 @@ int Main(int argc, char** argv) {
   out["sampling"] = {{"temperature", o.temperature}, {"top_p", o.top_p}, {"frequency_penalty", o.frequency_penalty}};
   out["output"] = o.output;
   for (int level : o.concurrency) {
+    {
+      std::lock_guard lock(c.mu);
+      c.promotions = c.demotions = 0;
+      c.promotion_seconds = 0;
+    }
     nlohmann::json r = RunLevel(**engine, o, level, c);
+    {
+      std::lock_guard lock(c.mu);
+      r["promotions"] = c.promotions;
+      r["demotions"] = c.demotions;
+      r["promotion_seconds"] = c.promotion_seconds;
+    }
     if (!o.json) {
-      std::printf("concurrency %4d: %9.1f tok/s  itl mean %7.2f ms  p99 %7.2f ms  ttft %8.1f ms\n", level,
-                  r["output_tokens_per_second"].get<double>(), r["itl_mean_ms"].get<double>(),
-                  r["itl_p99_ms"].get<double>(), r["ttft_mean_ms"].get<double>());
+      std::printf("concurrency %4d: %9.1f tok/s  itl mean %7.2f ms  p99 %7.2f ms  ttft %8.1f ms  promotions %lld\n",
+                  level, r["output_tokens_per_second"].get<double>(), r["itl_mean_ms"].get<double>(),
+                  r["itl_p99_ms"].get<double>(), r["ttft_mean_ms"].get<double>(),
+                  static_cast<long long>(r["promotions"].get<int64_t>()));
       std::fflush(stdout);
     }
     out["levels"].push_back(r);
   }
   for (const ModelInfo& m : (*engine)->Models()) {
-    out["models"][m.name] = {{"path", m.path}, {"df11", m.df11}, {"weight_bytes", m.weight_bytes},
-                             {"kv_blocks", m.kv_blocks_total}, {"load_seconds", m.load_seconds}};
+    out["models"][m.name] = {{"path", m.path},          {"df11", m.df11},
+                             {"weight_bytes", m.weight_bytes}, {"kv_blocks", m.kv_blocks_total},
+                             {"load_seconds", m.load_seconds}, {"tier", TierName(m.tier)}};
   }
   if (o.json) std::cout << out.dump(2) << "\n";
   return 0;

@@ -58,6 +58,54 @@ Status DeviceBuffer::Reserve(uint64_t bytes, const char* what) {
   return Status::Ok();
 }
 
+void DeviceBuffer::Release() {
+  if (data_ != nullptr) cudaFree(data_);
+  data_ = nullptr;
+}
+
+Status DeviceBuffer::Reacquire(const void* host, GpuStream stream, const char* what) {
+  const uint64_t bytes = bytes_;
+  DF11_RETURN_IF_ERROR(Reserve(bytes, what));
+  return CopyToDevice(data_, host, bytes, stream);
+}
+
+PinnedHostBuffer::~PinnedHostBuffer() {
+  if (data_ != nullptr) cudaFreeHost(data_);
+}
+
+PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& other) noexcept { *this = std::move(other); }
+
+PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) cudaFreeHost(data_);
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+StatusOr<PinnedHostBuffer> PinnedHostBuffer::Allocate(uint64_t bytes, const char* what) {
+  PinnedHostBuffer b;
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocHost(&p, bytes == 0 ? 256 : bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return ResourceExhausted(std::string("allocating ") + std::to_string(bytes) +
+                             " bytes of page-locked host memory for " + what + ": " + cudaGetErrorString(err));
+  }
+  b.data_ = static_cast<char*>(p);
+  b.bytes_ = bytes;
+  return b;
+}
+
+Status CopyToHostAsync(void* dst, const void* src, uint64_t bytes, GpuStream stream) {
+  if (bytes == 0) return Status::Ok();
+  return CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, reinterpret_cast<cudaStream_t>(stream)),
+                   "cudaMemcpyAsync to host");
+}
+
 Status CopyToDevice(void* dst, const void* src, uint64_t bytes, GpuStream stream) {
   if (bytes == 0) return Status::Ok();
   return CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, reinterpret_cast<cudaStream_t>(stream)),

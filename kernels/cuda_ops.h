@@ -42,13 +42,41 @@ class DeviceBuffer {
   }
   uint64_t bytes() const { return bytes_; }
 
+  // Model tiers (runtime/model/model.h, Offload/Restore): Release frees the device memory and
+  // keeps bytes() (data() becomes null); Reacquire allocates bytes() again and copies
+  // host[0, bytes()) into it, asynchronously on `stream` (host must stay valid until the stream
+  // is synchronized). The address changes. RESOURCE_EXHAUSTED when the device is out of memory.
+  void Release();
+  Status Reacquire(const void* host, GpuStream stream, const char* what);
+
  private:
   void* data_ = nullptr;
   uint64_t bytes_ = 0;
 };
 
-Status CopyToDevice(void* dst, const void* src, uint64_t bytes, GpuStream stream);  // async w.r.t. device
-Status CopyToHost(void* dst, const void* src, uint64_t bytes, GpuStream stream);    // waits for it
+// Page-locked host memory (cudaMallocHost), for copies at full PCIe speed. Move-only; freed on
+// destruction. RESOURCE_EXHAUSTED (naming `what` and the size) when the host refuses.
+class PinnedHostBuffer {
+ public:
+  PinnedHostBuffer() = default;
+  ~PinnedHostBuffer();
+  PinnedHostBuffer(PinnedHostBuffer&& other) noexcept;
+  PinnedHostBuffer& operator=(PinnedHostBuffer&& other) noexcept;
+  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
+  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
+
+  static StatusOr<PinnedHostBuffer> Allocate(uint64_t bytes, const char* what);
+  char* data() const { return data_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  char* data_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+Status CopyToDevice(void* dst, const void* src, uint64_t bytes, GpuStream stream);     // async w.r.t. device
+Status CopyToHost(void* dst, const void* src, uint64_t bytes, GpuStream stream);       // waits for it
+Status CopyToHostAsync(void* dst, const void* src, uint64_t bytes, GpuStream stream);  // dst pinned
 // Page-locks host memory [p, p + bytes) so copies to and from it run at full PCIe speed
 // (cudaHostRegister); UnpinHost(p) undoes it. INTERNAL when the runtime refuses.
 Status PinHost(void* p, uint64_t bytes);

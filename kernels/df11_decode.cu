@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/df11_decode_cuda.h"
@@ -326,6 +327,7 @@ DeviceUnitBuffer& DeviceUnitBuffer::operator=(DeviceUnitBuffer&& other) noexcept
     unit_ = other.unit_;
     base_ = other.base_;
     bytes_ = other.bytes_;
+    released_base_ = other.released_base_;
     layout_ = std::move(other.layout_);
     other.base_ = nullptr;
     other.bytes_ = 0;
@@ -379,6 +381,37 @@ StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const 
   u.threads_per_block = layout.threads_per_block;
   buf.layout_ = layout;
   return buf;
+}
+
+void DeviceUnitBuffer::Release() {
+  if (base_ == nullptr) return;
+  cudaFree(base_);
+  released_base_ = base_;
+  base_ = nullptr;
+}
+
+Status DeviceUnitBuffer::Reacquire(const void* host, GpuStream stream) {
+  if (base_ != nullptr) return FailedPrecondition("DeviceUnitBuffer::Reacquire: the unit is not released");
+  void* fresh = nullptr;
+  DF11_CUDA_RETURN(cudaMalloc(&fresh, bytes_));
+  base_ = fresh;
+  DF11_CUDA_RETURN(
+      cudaMemcpyAsync(fresh, host, bytes_, cudaMemcpyHostToDevice, reinterpret_cast<cudaStream_t>(stream)));
+  // Every pointer of unit_ lies in the old allocation (or is null): same offset, new base.
+  auto move = [&](auto*& p) {
+    if (p == nullptr) return;
+    using T = std::remove_reference_t<decltype(p)>;
+    const auto offset = reinterpret_cast<const char*>(p) - static_cast<const char*>(released_base_);
+    p = reinterpret_cast<T>(static_cast<const char*>(fresh) + offset);
+  };
+  move(unit_.pair_table);
+  move(unit_.luts);
+  move(unit_.stream);
+  move(unit_.sign_mantissa);
+  move(unit_.chunk_starts);
+  move(unit_.gaps);
+  released_base_ = nullptr;
+  return Status::Ok();
 }
 
 StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::WithoutStream() const {

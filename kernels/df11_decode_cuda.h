@@ -56,6 +56,12 @@ class DeviceUnitBuffer {
 
   const DeviceUnit& unit() const { return unit_; }
   uint64_t device_bytes() const { return bytes_; }
+  const void* device_base() const { return base_; }  // the allocation, device_bytes() long
+  // Model tiers, as cuda::DeviceBuffer's: Release frees the device memory (device_bytes() stays);
+  // Reacquire allocates it again, copies host[0, device_bytes()) into it on `stream`
+  // (asynchronous) and moves unit()'s pointers to the new address.
+  void Release();
+  Status Reacquire(const void* host, GpuStream stream);
   // Host copy of output_positions, for choosing the chunks of a range.
   const UnitLayout& layout() const { return layout_; }
 
@@ -63,6 +69,7 @@ class DeviceUnitBuffer {
   DeviceUnit unit_;
   void* base_ = nullptr;
   uint64_t bytes_ = 0;
+  const void* released_base_ = nullptr;  // base_ before Release: unit_'s pointers are relative to it
   UnitLayout layout_;
 };
 

@@ -185,6 +185,17 @@ StatusOr<DeviceLanesBuffer> DeviceLanesBuffer::Upload(const LaneStreams& lanes, 
   return b;
 }
 
+void DeviceLanesBuffer::Release() { buffer_.Release(); }
+
+Status DeviceLanesBuffer::Reacquire(const void* host, GpuStream stream) {
+  const auto old_base = reinterpret_cast<const char*>(lanes_.tile_words);  // tile_words start the buffer
+  const auto words_offset = reinterpret_cast<const char*>(lanes_.words) - old_base;
+  DF11_RETURN_IF_ERROR(buffer_.Reacquire(host, stream, "DF11 lane streams"));
+  lanes_.tile_words = buffer_.as<const uint32_t>();
+  lanes_.words = reinterpret_cast<const uint32_t*>(buffer_.as<const char>() + words_offset);
+  return Status::Ok();
+}
+
 Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa,
                 const float* bias, int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream) {
   DF11_RETURN_IF_ERROR(CheckOperands(w, sign_mantissa));

@@ -52,6 +52,10 @@ class DeviceLanesBuffer {
   static StatusOr<DeviceLanesBuffer> Upload(const LaneStreams& lanes, GpuStream stream);
   const DeviceLanes& lanes() const { return lanes_; }
   uint64_t device_bytes() const { return buffer_.bytes(); }
+  const void* device_base() const { return buffer_.data(); }
+  // Model tiers, as cuda::DeviceBuffer's; Reacquire moves lanes()'s pointers to the new address.
+  void Release();
+  Status Reacquire(const void* host, GpuStream stream);
 
  private:
   cuda::DeviceBuffer buffer_;

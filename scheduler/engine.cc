@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
+
+#include <unistd.h>
 
 #include "kernels/gpu.h"
 #include "scheduler/engine_impl.h"
@@ -44,6 +47,20 @@ Status ValidateOptions(const EngineOptions& o) {
   }
   if (o.max_waiting < 1) return InvalidArgument("EngineOptions.max_waiting must be >= 1");
   if (o.threads < 0) return InvalidArgument("EngineOptions.threads must be >= 0");
+  if (o.max_model_bytes < 0) return InvalidArgument("EngineOptions.max_model_bytes must be >= 0");
+  if (o.max_host_model_bytes < 0) return InvalidArgument("EngineOptions.max_host_model_bytes must be >= 0");
+  const int64_t pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && o.max_host_model_bytes > pages * page) {
+    return InvalidArgument("EngineOptions.max_host_model_bytes " + std::to_string(o.max_host_model_bytes) +
+                           " is more than the machine's memory (" + std::to_string(pages * page) + " bytes)");
+  }
+  if (o.device == Device::kCuda && o.max_model_bytes > 0) {
+    const std::optional<GpuMemory> gpu = QueryGpuMemory();
+    if (gpu && static_cast<uint64_t>(o.max_model_bytes) > gpu->total_bytes) {
+      return InvalidArgument("EngineOptions.max_model_bytes " + std::to_string(o.max_model_bytes) +
+                             " is more than the device's memory (" + std::to_string(gpu->total_bytes) + " bytes)");
+    }
+  }
   return Status::Ok();
 }
 
@@ -88,11 +105,13 @@ StatusOr<std::map<std::string, int64_t>> Engine::Impl::KvTargets(const std::vect
   return targets;
 }
 
-uint64_t Engine::Impl::ResidentBudget() const {
+uint64_t Engine::Impl::ResidentBudget(uint64_t batch_bytes) const {
   if (options.max_model_bytes > 0) {
-    uint64_t used = 0;
+    uint64_t used = batch_bytes;
     std::lock_guard lock(mu);
-    for (const auto& [name, m] : models) used += m.info.weight_bytes;
+    for (const auto& [name, m] : models) {
+      if (m.info.tier == ModelTier::kResident) used += m.info.weight_bytes + m.info.scratch_bytes;
+    }
     const uint64_t budget = static_cast<uint64_t>(options.max_model_bytes);
     return used >= budget ? 1 : budget - used;  // 1: nothing fits (0 would mean unlimited)
   }
@@ -103,21 +122,25 @@ uint64_t Engine::Impl::ResidentBudget() const {
   return 0;
 }
 
-StatusOr<Engine::Impl::PreparedModel> Engine::Impl::Prepare(const ModelSpec& spec) {
+ModelOptions Engine::Impl::LoadOptions(uint64_t max_resident_bytes) const {
+  ModelOptions model_options;
+  model_options.device = options.device;
+  model_options.threads = options.threads;
+  model_options.scratch = scratch;  // CUDA: shared; steps never overlap (one engine thread)
+  model_options.max_resident_bytes = max_resident_bytes;
+  return model_options;
+}
+
+StatusOr<Engine::Impl::PreparedModel> Engine::Impl::Prepare(const ModelSpec& spec, uint64_t batch_bytes) {
   if (Status valid = ValidateModelSpec(spec); !valid.ok()) return valid.WithContext("model '" + spec.name + "'");
   {
     std::lock_guard lock(mu);
     if (models.contains(spec.name)) return Status(StatusCode::kAlreadyExists, "model '" + spec.name + "' is already loaded");
   }
   const EngineOptions& o = options;
-  ModelOptions model_options;
-  model_options.device = o.device;
-  model_options.threads = o.threads;
-  model_options.scratch = scratch;  // CUDA: shared; steps never overlap (one engine thread)
-  model_options.max_resident_bytes = ResidentBudget();
   const std::string context = "model '" + spec.name + "'";
   PreparedModel p;
-  StatusOr<std::unique_ptr<Model>> model = Model::Load(spec.path, model_options);
+  StatusOr<std::unique_ptr<Model>> model = Model::Load(spec.path, LoadOptions(ResidentBudget(batch_bytes)));
   if (!model.ok()) return model.status().WithContext(context);
   p.model = std::move(model).value();
   if (std::filesystem::exists(spec.path + "/tokenizer.json")) {
@@ -126,15 +149,43 @@ StatusOr<Engine::Impl::PreparedModel> Engine::Impl::Prepare(const ModelSpec& spe
     p.reg.tokenizer = std::move(tok).value();
   }
   const ModelConfig& config = p.model->config();
+  p.config = config;
   const LoadReport& report = p.model->load_report();
   p.reg.spec = spec;
-  p.reg.info = {spec.name, spec.path, config.architecture, ModelState::kReady, config.max_position_embeddings,
-                config.vocab_size, report.df11, report.weight_bytes, report.bf16_weight_bytes, report.scratch_bytes,
-                0, 0, report.load_seconds, report.shared_scratch_bytes};
+  ModelInfo& info = p.reg.info;
+  info.name = spec.name;
+  info.path = spec.path;
+  info.architecture = config.architecture;
+  info.state = ModelState::kReady;
+  info.max_positions = config.max_position_embeddings;
+  info.vocab_size = config.vocab_size;
+  info.df11 = report.df11;
+  info.weight_bytes = report.weight_bytes;
+  info.bf16_weight_bytes = report.bf16_weight_bytes;
+  info.scratch_bytes = report.scratch_bytes;
+  info.load_seconds = report.load_seconds;
+  info.shared_scratch_bytes = report.shared_scratch_bytes;
+  info.pinned = spec.pinned;
   p.reg.kv = {spec.name, KvCache::BytesPerBlock(config, o.block_size, o.device),
               spec.kv_min_blocks > 0 ? spec.kv_min_blocks : (config.max_position_embeddings + o.block_size - 1) / o.block_size,
               spec.kv_share};
   return p;
+}
+
+bool Engine::Impl::DemoteForLoad(std::vector<PreparedModel>& batch, uint64_t& host_used) {
+  for (PreparedModel& p : batch) {  // loading order: the least recently loaded first
+    if (p.reg.info.tier != ModelTier::kResident || p.reg.spec.pinned) continue;
+    const uint64_t weights = p.reg.info.weight_bytes;
+    if (DemotionTier(weights, host_used, options.max_host_model_bytes) == ModelTier::kHost && p.model->Offload().ok()) {
+      host_used += weights;
+      p.reg.info.tier = ModelTier::kHost;
+    } else {
+      p.model.reset();
+      p.reg.info.tier = ModelTier::kDisk;
+    }
+    return true;
+  }
+  return false;
 }
 
 Status Engine::Impl::Register(std::vector<PreparedModel> batch) {
@@ -149,13 +200,15 @@ Status Engine::Impl::Register(std::vector<PreparedModel> batch) {
     kv_budget_bytes = static_cast<int64_t>(o.kv_memory_fraction * static_cast<double>(gpu->free_bytes));
   }
   std::lock_guard lock(mu);
-  // Within max_model_bytes: every model's weights and own workspace, plus the shared decode
-  // scratch once (the largest need).
+  // Within max_model_bytes: every resident model's weights and own workspace, plus the shared
+  // decode scratch once (the largest need).
   if (o.max_model_bytes > 0) {
     uint64_t weights = 0, scratch_total = 0, shared = 0;
     auto count = [&](const ModelInfo& info) {
-      weights += info.weight_bytes;
-      scratch_total += info.scratch_bytes;
+      if (info.tier == ModelTier::kResident) {
+        weights += info.weight_bytes;
+        scratch_total += info.scratch_bytes;
+      }
       shared = std::max(shared, info.shared_scratch_bytes);
     };
     for (const PreparedModel& p : batch) count(p.reg.info);
@@ -177,20 +230,25 @@ Status Engine::Impl::Register(std::vector<PreparedModel> batch) {
     all.push_back(&p.reg);
   }
   for (const auto& [name, m] : models) all.push_back(&m);
+  // The KV pool serves the resident models: their minimums must fit it together (the engine
+  // thread sets the targets as tiers change: RetargetKv).
+  std::erase_if(all, [](const RegisteredModel* m) { return m->info.tier != ModelTier::kResident; });
   StatusOr<std::map<std::string, int64_t>> targets = KvTargets(all);
   if (!targets.ok()) return Status(targets.status().code(), "model " + names + ": " + targets.status().message());
-  for (auto& [name, m] : models) m.kv_target_blocks = targets->at(name);
+  for (auto& [name, m] : models) {
+    if (targets->contains(name)) m.kv_target_blocks = targets->at(name);
+  }
   SlotOptions slot_options{o.device, o.max_batched_tokens, o.max_seqs, o.block_size, o.prefix_caching};
   for (PreparedModel& p : batch) {
     RegisteredModel& reg = p.reg;
     const std::string name = reg.spec.name;
-    reg.kv_target_blocks = targets->at(name);
+    reg.kv_target_blocks = targets->contains(name) ? targets->at(name) : 0;
     reg.info.kv_blocks_total = reg.kv_target_blocks;
     reg.info.kv_bytes = static_cast<uint64_t>(reg.kv_target_blocks * reg.kv.bytes_per_block);
     EngineCommand add;
     add.kind = EngineCommand::Kind::kAddModel;
-    add.slot = std::make_unique<ModelSlot>(reg.spec, std::move(p.model), reg.tokenizer, slot_options, counters, observer);
-    add.kv_targets = *targets;
+    add.slot = std::make_unique<ModelSlot>(reg.spec, std::move(p.model), p.config, reg.tokenizer, slot_options, counters,
+                                           observer);
     models.emplace(name, std::move(reg));
     inbox.push_back(std::move(add));
   }
@@ -202,11 +260,44 @@ Status Engine::LoadModel(const ModelSpec& spec) { return LoadModels({spec}); }
 
 Status Engine::LoadModels(const std::vector<ModelSpec>& specs) {
   std::lock_guard load_lock(impl_->load_mu);
-  std::vector<Impl::PreparedModel> batch;
+  // Loading order: unpinned models from the last configured to the first, then the pinned ones.
+  // When the device budget runs out, the least recently loaded unpinned model of the batch
+  // leaves the device (DemoteForLoad), so the first configured and the pinned models stay.
+  std::vector<const ModelSpec*> order;
+  for (auto it = specs.rbegin(); it != specs.rend(); ++it) {
+    if (!it->pinned) order.push_back(&*it);
+  }
   for (const ModelSpec& spec : specs) {
-    // A failure (it names the model) drops the models prepared so far, freeing their memory.
-    DF11_ASSIGN_OR_RETURN(Impl::PreparedModel p, impl_->Prepare(spec));
-    batch.push_back(std::move(p));
+    if (spec.pinned) order.push_back(&spec);
+  }
+  uint64_t host_used = 0;
+  {
+    std::lock_guard lock(impl_->mu);
+    for (const auto& [name, m] : impl_->models) host_used += m.info.tier == ModelTier::kHost ? m.info.weight_bytes : 0;
+  }
+  std::vector<Impl::PreparedModel> batch;
+  bool demoted = false;
+  for (const ModelSpec* spec : order) {
+    for (;;) {
+      uint64_t batch_bytes = 0;
+      for (const Impl::PreparedModel& p : batch) {
+        if (p.reg.info.tier == ModelTier::kResident) batch_bytes += p.reg.info.weight_bytes + p.reg.info.scratch_bytes;
+      }
+      // A failure (it names the model) drops the models prepared so far, freeing their memory.
+      StatusOr<Impl::PreparedModel> p = impl_->Prepare(*spec, batch_bytes);
+      if (p.ok()) {
+        batch.push_back(std::move(p).value());
+        break;
+      }
+      if (p.status().code() != StatusCode::kResourceExhausted || !impl_->DemoteForLoad(batch, host_used)) {
+        return p.status();
+      }
+      demoted = true;
+    }
+  }
+  if (demoted && impl_->options.device == Device::kCuda && impl_->options.max_model_bytes == 0) {
+    return FailedPrecondition("the configured models' weights do not fit the device together: set max_model_bytes "
+                              "(--max-model-bytes, the device budget for weights) to serve them in tiers");
   }
   return impl_->Register(std::move(batch));
 }
@@ -223,22 +314,11 @@ Status Engine::UnloadModel(const std::string& name) {
     auto it = impl_->models.find(name);
     if (it == impl_->models.end()) return NotFound("model '" + name + "' is not loaded");
     it->second.info.state = ModelState::kUnloading;
-    std::vector<const RegisteredModel*> rest;
-    for (const auto& [n, m] : impl_->models) {
-      if (n != name) rest.push_back(&m);
-    }
-    StatusOr<std::map<std::string, int64_t>> targets = impl_->KvTargets(rest);
-    if (targets.ok()) remove.kv_targets = *targets;  // fewer models always fit
   }
-  const std::map<std::string, int64_t> targets = remove.kv_targets;  // `remove` is moved below
   impl_->Post(std::move(remove));
-  done.wait();
+  done.wait();  // the engine thread re-split the KV pool over the models left (RetargetKv)
   std::lock_guard lock(impl_->mu);
   impl_->models.erase(name);
-  for (auto& [n, m] : impl_->models) {
-    auto it = targets.find(n);
-    if (it != targets.end()) m.kv_target_blocks = it->second;
-  }
   return Status::Ok();
 }
 
@@ -248,9 +328,11 @@ Status Engine::Impl::CheckPromptFits(const GenerateRequest& r, const RegisteredM
     return InvalidArgument("prompt of " + std::to_string(n) + " tokens leaves no room to generate: model '" +
                            m.spec.name + "' has " + std::to_string(m.info.max_positions) + " positions");
   }
-  if (n + 1 > m.kv_target_blocks * options.block_size) {
+  // A model off the device gets at least its minimum when promoted.
+  const int64_t blocks = std::max(m.kv_target_blocks, m.kv.min_blocks);
+  if (n + 1 > blocks * options.block_size) {
     return InvalidArgument("prompt of " + std::to_string(n) + " tokens does not fit model '" + m.spec.name +
-                           "''s KV cache of " + std::to_string(m.kv_target_blocks * options.block_size) + " positions");
+                           "''s KV cache of " + std::to_string(blocks * options.block_size) + " positions");
   }
   return Status::Ok();
 }
@@ -357,6 +439,40 @@ std::shared_ptr<const Tokenizer> Engine::GetTokenizer(const std::string& model) 
   std::lock_guard lock(impl_->mu);
   auto it = impl_->models.find(model);
   return it == impl_->models.end() ? nullptr : it->second.tokenizer;
+}
+
+Status Engine::Impl::PostTier(TierRequest request) {
+  request.done = std::make_shared<std::promise<Status>>();
+  std::future<Status> done = request.done->get_future();
+  EngineCommand c;
+  c.kind = EngineCommand::Kind::kTier;
+  c.tier = std::move(request);
+  Post(std::move(c));
+  return done.get();
+}
+
+Status Engine::Promote(const std::string& name) {
+  TierRequest r;
+  r.op = TierRequest::Op::kPromote;
+  r.model = name;
+  return impl_->PostTier(std::move(r));
+}
+
+Status Engine::Demote(const std::string& name, ModelTier to) {
+  if (to == ModelTier::kResident) return InvalidArgument("Demote: the tier must be host or disk");
+  TierRequest r;
+  r.op = TierRequest::Op::kDemote;
+  r.model = name;
+  r.to = to;
+  return impl_->PostTier(std::move(r));
+}
+
+Status Engine::SetPinned(const std::string& name, bool pinned) {
+  TierRequest r;
+  r.op = TierRequest::Op::kPin;
+  r.model = name;
+  r.pinned = pinned;
+  return impl_->PostTier(std::move(r));
 }
 
 void Engine::Drain() { impl_->draining.store(true); }

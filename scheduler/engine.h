@@ -46,10 +46,19 @@ struct EngineOptions {
   double kv_memory_fraction = 0.9;
   int64_t max_waiting = 1024;          // waiting requests per engine; over it: RESOURCE_EXHAUSTED
   bool prefix_caching = true;
-  int64_t max_model_bytes = 0;         // device memory budget for weights (0 = ask the device)
+  // Device memory budget for the resident models' weights + own workspaces, plus the shared
+  // decode scratch once (0 = ask the device). Models beyond it wait in the host or disk tier
+  // (residency.h) and are promoted on demand; on CUDA serving more models than fit at once
+  // needs it set (the KV pool takes the rest of the device).
+  int64_t max_model_bytes = 0;
+  // Host tier budget: bytes of demoted models' weights kept in host memory (page-locked on
+  // CUDA); a demoted model that does not fit goes to the disk tier. 0 = no host tier. At most
+  // the machine's physical memory.
+  int64_t max_host_model_bytes = 0;
 };
 
 enum class ModelState { kLoading, kReady, kUnloading };
+
 
 struct ModelInfo {
   std::string name, path, architecture;
@@ -64,6 +73,10 @@ struct ModelInfo {
   int64_t kv_blocks_total = 0;
   double load_seconds = 0;
   uint64_t shared_scratch_bytes = 0;  // what it needs of the engine's shared decode scratch (CUDA)
+  ModelTier tier = ModelTier::kResident;
+  bool moving = false;         // being promoted or demoted now
+  bool pinned = false;
+  std::string tier_error;      // why its last promotion failed ("" after a success)
 };
 
 struct EngineStats {
@@ -90,6 +103,17 @@ class Engine {
   Status LoadModels(const std::vector<ModelSpec>& specs);
   // Cancels the model's requests, waits for them to end, frees the model. NOT_FOUND if unknown.
   Status UnloadModel(const std::string& name);
+
+  // Tiers (residency.h); each returns once done. Promote brings a model to the device, demoting
+  // idle unpinned models (least recently used first) as the device budget needs; Demote moves an
+  // idle unpinned resident model to `to` (kHost or kDisk); SetPinned pins or unpins (a pinned
+  // model is never demoted; one that is not resident is promoted by its next request).
+  // Errors: NOT_FOUND (model), INVALID_ARGUMENT (Demote to kResident), FAILED_PRECONDITION
+  // (pinned, busy or moving; no room, naming the models in the way), RESOURCE_EXHAUSTED (the
+  // host budget), and the move's own error (the model stays where it was).
+  Status Promote(const std::string& name);
+  Status Demote(const std::string& name, ModelTier to);
+  Status SetPinned(const std::string& name, bool pinned);
 
   // Queues a request. Errors are returned here, and then `sink` is never called:
   // NOT_FOUND (model), INVALID_ARGUMENT (empty prompt, token out of vocab, prompt + 1 longer than

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,16 +22,40 @@
 
 namespace df11 {
 
+// One model of a move (engine_residency.cc), done on the mover thread.
+struct MoveTask {
+  std::string name;
+  std::unique_ptr<Model> model;  // as taken from its slot (null: disk); after the move, as it ends
+  ModelTier from = ModelTier::kResident, to = ModelTier::kResident;
+  std::string path;              // disk -> resident: Model::Load(path, load_options)
+  ModelOptions load_options;
+  std::string reason;
+  Status status;
+  double seconds = 0;
+  uint64_t bytes = 0;
+};
+
+// An Admin tier operation waiting for the engine thread.
+struct TierRequest {
+  enum class Op { kPromote, kDemote, kPin };
+  Op op = Op::kPromote;
+  std::string model;
+  ModelTier to = ModelTier::kHost;  // kDemote
+  bool pinned = false;              // kPin
+  std::shared_ptr<std::promise<Status>> done;
+};
+
 // A message to the engine thread.
 struct EngineCommand {
-  enum class Kind { kSubmit, kCancel, kAddModel, kRemoveModel };
+  enum class Kind { kSubmit, kCancel, kAddModel, kRemoveModel, kMoved, kTier };
   Kind kind = Kind::kSubmit;
   std::string model;                   // kSubmit, kRemoveModel
   std::unique_ptr<Sequence> sequence;  // kSubmit
   RequestId id = 0;                    // kCancel
   std::unique_ptr<ModelSlot> slot;     // kAddModel
-  std::map<std::string, int64_t> kv_targets;  // kAddModel, kRemoveModel: blocks per model
   std::shared_ptr<std::promise<void>> done;   // kRemoveModel: set once its requests ended
+  std::vector<MoveTask> moves;                // kMoved: the finished move, demotions first
+  TierRequest tier;                           // kTier
 };
 
 // What Submit and Models() need about a model, readable without the engine thread.
@@ -51,19 +76,28 @@ struct Engine::Impl {
   Status CheckPromptFits(const GenerateRequest& request, const RegisteredModel& model) const;
   StatusOr<std::map<std::string, int64_t>> KvTargets(const std::vector<const RegisteredModel*>& models) const;
   void Post(EngineCommand command);
+  // Posts an Admin tier operation and waits for its result.
+  Status PostTier(TierRequest request);
   // A model whose weights are loaded but that is not registered yet (LoadModels).
   struct PreparedModel {
     RegisteredModel reg;  // everything but the KV targets
-    std::unique_ptr<Model> model;
+    std::unique_ptr<Model> model;  // resident, offloaded (host tier) or null (disk tier)
+    ModelConfig config;
   };
   // Loads one model's weights and tokenizer (caller holds load_mu); every error names the model.
-  StatusOr<PreparedModel> Prepare(const ModelSpec& spec);
+  // `batch_bytes`: device bytes the batch being loaded holds already (ResidentBudget).
+  StatusOr<PreparedModel> Prepare(const ModelSpec& spec, uint64_t batch_bytes);
   // Sizes an undecided KV budget from the memory left now, checks max_model_bytes, splits the KV
   // budget over every model and registers the batch, all or nothing (caller holds load_mu).
   Status Register(std::vector<PreparedModel> batch);
   // Bytes a new model's weights + decode scratch may take: what max_model_bytes leaves after the
-  // loaded models' weights, else (CUDA) the device's free memory; 0 = no limit known.
-  uint64_t ResidentBudget() const;
+  // resident models' weights and `batch_bytes` more, else (CUDA) the device's free memory; 0 = no
+  // limit known.
+  uint64_t ResidentBudget(uint64_t batch_bytes = 0) const;
+  ModelOptions LoadOptions(uint64_t max_resident_bytes) const;
+  // Startup with tiers: makes room for the next model of a LoadModels batch by demoting the least
+  // recently loaded unpinned model of the batch (host tier if it fits, else disk). False: none left.
+  bool DemoteForLoad(std::vector<PreparedModel>& batch, uint64_t& host_used);
 
   // engine_loop.cc
   void Run();
@@ -72,6 +106,20 @@ struct Engine::Impl {
   void Rebalance();
   void Publish();
   bool AnyWork() const;
+  // engine_residency.cc: starts the next move when none is running (an Admin request first,
+  // else the model whose first waiting request waits longest), applies a finished one.
+  void Residency();
+  Status StartMove(ModelSlot& target, const std::string& reason, TierRequest* admin);
+  // Runs `tasks` on the mover thread (their models already taken from their slots).
+  void LaunchMove(std::vector<MoveTask> tasks);
+  void ApplyMoved(std::vector<MoveTask>& moves);
+  void ApplyTier(TierRequest& request);
+  // KV targets over the resident and promoting models; the others get 0 (caller: engine thread).
+  void RetargetKv();
+  ModelSlot* FindSlot(const std::string& name);
+  uint64_t DeviceBytes(const std::string& name) const;  // weights + own workspace when resident
+  uint64_t WeightBytes(const std::string& name) const;  // what its host tier image holds
+  uint64_t HostTierBytes() const;  // bytes of the models in (or moving to) the host tier
 
   const EngineOptions options;
   const EngineObserver observer;
@@ -95,6 +143,11 @@ struct Engine::Impl {
 
   std::vector<std::unique_ptr<ModelSlot>> slots;  // [engine]
   ModelPicker picker;                             // [engine]
+  uint64_t use_clock = 0;                         // [engine] ModelSlot::last_used
+  std::thread mover;                              // [engine] the move in flight, if joinable
+  std::deque<TierRequest> tier_requests;          // [engine] Admin operations not started yet
+  std::optional<TierRequest> tier_in_flight;      // [engine] the Admin operation the move serves
+  std::map<std::string, ModelTier> moving_to;     // [engine] destination of each moving model
   std::thread thread;
 };
 

@@ -39,16 +39,23 @@ void Engine::Impl::Run() {
     for (EngineCommand& c : commands) Apply(c);
     if (stopping) {
       for (auto& s : slots) s->FinishAll(FinishReason::kCancelled, Status(StatusCode::kCancelled, "engine shutting down"));
+      if (mover.joinable()) mover.join();  // its result, posted to the inbox, is dropped with it
+      if (tier_in_flight) tier_in_flight->done->set_value(Unavailable("the engine is shutting down"));
+      for (TierRequest& r : tier_requests) r.done->set_value(Unavailable("the engine is shutting down"));
+      tier_requests.clear();
+      tier_in_flight.reset();
       Publish();
       return;
     }
     const Clock::time_point now = Clock::now();
     for (auto& s : slots) s->Sweep(now);
+    Residency();
     Rebalance();
     std::vector<bool> has_work;
     for (const auto& s : slots) has_work.push_back(s->HasWork());
     const int pick = picker.Pick(has_work);
     if (pick >= 0) {
+      slots[pick]->set_last_used(++use_clock);
       StepGuarded(*slots[pick]);
       picker.Charge(pick);
     }
@@ -73,12 +80,6 @@ void Engine::Impl::StepGuarded(ModelSlot& slot) {
 
 void Engine::Impl::Apply(EngineCommand& c) {
   using Kind = EngineCommand::Kind;
-  auto apply_targets = [&] {
-    for (auto& s : slots) {
-      auto it = c.kv_targets.find(s->name());
-      if (it != c.kv_targets.end()) s->SetTargetBlocks(it->second);
-    }
-  };
   switch (c.kind) {
     case Kind::kSubmit: {
       for (auto& s : slots) {
@@ -99,8 +100,9 @@ void Engine::Impl::Apply(EngineCommand& c) {
       return;
     case Kind::kAddModel:
       picker.Add(c.slot->name(), c.slot->spec().weight);
+      c.slot->set_last_used(++use_clock);
       slots.push_back(std::move(c.slot));
-      apply_targets();
+      RetargetKv();
       return;
     case Kind::kRemoveModel:
       for (size_t i = 0; i < slots.size(); ++i) {
@@ -110,15 +112,21 @@ void Engine::Impl::Apply(EngineCommand& c) {
         picker.Remove(c.model);
         break;
       }
-      apply_targets();
+      RetargetKv();
       if (c.done) c.done->set_value();
+      return;
+    case Kind::kMoved:
+      ApplyMoved(c.moves);
+      return;
+    case Kind::kTier:
+      tier_requests.push_back(std::move(c.tier));
       return;
   }
 }
 
 void Engine::Impl::Rebalance() {
   auto bytes_of = [&](const ModelSlot& s, int64_t blocks) {
-    return blocks * KvCache::BytesPerBlock(s.model().config(), options.block_size, options.device);
+    return blocks * KvCache::BytesPerBlock(s.config(), options.block_size, options.device);
   };
   int64_t allocated = 0;
   for (const auto& s : slots) allocated += bytes_of(*s, s->kv_blocks());
@@ -144,11 +152,19 @@ void Engine::Impl::Publish() {
   stats.clear();
   for (const auto& s : slots) {
     stats.push_back(s->stats());
+    ModelStats& st = stats.back();
+    st.tier = s->tier();
+    st.pinned = s->pinned();
     auto it = models.find(s->name());
     if (it == models.end()) continue;
-    it->second.info.kv_blocks_total = s->kv_blocks();
-    it->second.info.kv_bytes =
-        static_cast<uint64_t>(s->kv_blocks() * KvCache::BytesPerBlock(s->model().config(), options.block_size, options.device));
+    st.host_tier_bytes = s->has_host_image() ? it->second.info.weight_bytes : 0;
+    ModelInfo& info = it->second.info;
+    info.tier = s->tier();
+    info.moving = s->moving();
+    info.pinned = s->pinned();
+    info.kv_blocks_total = s->kv_blocks();
+    info.kv_bytes =
+        static_cast<uint64_t>(s->kv_blocks() * KvCache::BytesPerBlock(s->config(), options.block_size, options.device));
   }
 }
 

@@ -6,26 +6,48 @@
 #include "scheduler/planner.h"
 
 namespace df11 {
-namespace {
 
 bool WaitsBefore(const Sequence& a, const Sequence& b) {
   if (a.request.priority != b.request.priority) return a.request.priority > b.request.priority;
   return a.arrival < b.arrival;
 }
 
-}  // namespace
-
-ModelSlot::ModelSlot(ModelSpec spec, std::unique_ptr<Model> model, std::shared_ptr<const Tokenizer> tokenizer,
-                     const SlotOptions& options, EngineCounters& counters, const EngineObserver& observer)
-    : spec_(std::move(spec)), model_(std::move(model)), tokenizer_(std::move(tokenizer)), options_(options),
-      counters_(counters), observer_(observer) {
+ModelSlot::ModelSlot(ModelSpec spec, std::unique_ptr<Model> model, const ModelConfig& config,
+                     std::shared_ptr<const Tokenizer> tokenizer, const SlotOptions& options, EngineCounters& counters,
+                     const EngineObserver& observer)
+    : spec_(std::move(spec)), model_(std::move(model)), config_(config), tokenizer_(std::move(tokenizer)),
+      options_(options), counters_(counters), observer_(observer) {
   if (tokenizer_) rules_.eos_ids = tokenizer_->stop_ids();
-  rules_.max_positions = model_->config().max_position_embeddings;
+  rules_.max_positions = config_.max_position_embeddings;
   stats_.name = spec_.name;
+  pinned_ = spec_.pinned;
+  tier_ = !model_ ? ModelTier::kDisk : model_->offloaded() ? ModelTier::kHost : ModelTier::kResident;
+  has_host_image_ = tier_ == ModelTier::kHost;
+}
+
+std::unique_ptr<Model> ModelSlot::TakeModel() {
+  moving_ = true;
+  for (auto& s : waiting_) s->waited_for_promotion = true;
+  return std::move(model_);
+}
+
+void ModelSlot::PutModel(std::unique_ptr<Model> model, ModelTier tier) {
+  // A model loaded from disk has no image yet; one restored from host keeps its image.
+  if (tier == ModelTier::kHost) has_host_image_ = true;
+  if (tier == ModelTier::kDisk || (tier == ModelTier::kResident && tier_ == ModelTier::kDisk)) has_host_image_ = false;
+  model_ = std::move(model);
+  tier_ = tier;
+  moving_ = false;
+}
+
+const Sequence* ModelSlot::WaitingForPromotion() const {
+  if (tier_ == ModelTier::kResident || moving_ || waiting_.empty()) return nullptr;
+  return waiting_.front().get();
 }
 
 void ModelSlot::Add(std::unique_ptr<Sequence> seq) {
   ++stats_.waiting;
+  if (tier_ != ModelTier::kResident || moving_) seq->waited_for_promotion = true;
   InsertWaiting(std::move(seq));
 }
 
@@ -105,7 +127,8 @@ void EndRequest(std::unique_ptr<Sequence> seq, FinishReason reason, const Status
   seq->Finalize(Clock::now(), event);
   if (observer.on_request) {
     RequestRecord record{model,        seq->id,       seq->request.client_request_id, reason, status,
-                         event.usage,  event.timings, seq->inter_token_seconds,       seq->request.warmup};
+                         event.usage,  event.timings, seq->inter_token_seconds,       seq->request.warmup,
+                         seq->waited_for_promotion};
     observer.on_request(record);
   }
   counters.in_flight.fetch_sub(1);  // before the final event, so a client that saw it sees the count
@@ -136,7 +159,7 @@ Status ModelSlot::Resize() {
   cache_.reset();
   RefreshGauges();
   if (target_blocks_ == 0) return Status::Ok();
-  StatusOr<KvCache> cache = KvCache::Create(model_->config(), target_blocks_, options_.block_size, options_.device);
+  StatusOr<KvCache> cache = KvCache::Create(config_, target_blocks_, options_.block_size, options_.device);
   if (!cache.ok()) {
     target_blocks_ = 0;
     return cache.status();

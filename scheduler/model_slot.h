@@ -1,4 +1,4 @@
-// ModelSlot: one resident model inside the engine: the Model, its tokenizer, its KV cache and
+// ModelSlot: one model inside the engine, in any tier (residency.h): the Model, its tokenizer, its KV cache and
 // block pool, and the requests for it (waiting queue + running set). Step() runs one continuous-
 // batching iteration: schedule (plan with planner.h; preempt, admit with prefix-cache hits,
 // allocate blocks), run (Model::Step), postprocess (register full blocks in the prefix cache,
@@ -19,6 +19,7 @@
 #include "scheduler/model_spec.h"
 #include "scheduler/observer.h"
 #include "scheduler/request.h"
+#include "scheduler/residency.h"
 #include "scheduler/sequence.h"
 
 namespace df11 {
@@ -39,18 +40,41 @@ struct SlotOptions {
 
 class ModelSlot {
  public:
-  ModelSlot(ModelSpec spec, std::unique_ptr<Model> model, std::shared_ptr<const Tokenizer> tokenizer,
-            const SlotOptions& options, EngineCounters& counters, const EngineObserver& observer);
+  // `model`: resident or offloaded (host tier), or null (disk tier); `config` is its config.
+  ModelSlot(ModelSpec spec, std::unique_ptr<Model> model, const ModelConfig& config,
+            std::shared_ptr<const Tokenizer> tokenizer, const SlotOptions& options, EngineCounters& counters,
+            const EngineObserver& observer);
 
   const std::string& name() const { return spec_.name; }
   const ModelSpec& spec() const { return spec_; }
-  const Model& model() const { return *model_; }
+  const ModelConfig& config() const { return config_; }
+
+  // Tiers. A moving model belongs to the engine's mover thread (TakeModel .. PutModel): the slot
+  // neither steps nor admits, requests wait in its queue.
+  ModelTier tier() const { return tier_; }
+  bool moving() const { return moving_; }
+  bool pinned() const { return pinned_; }
+  void set_pinned(bool pinned) { pinned_ = pinned; }
+  // Its weights' image is in the host tier: made by its first demotion to host and kept after a
+  // promotion (Model::Offload), so its next demotion needs neither a copy nor more host budget.
+  bool has_host_image() const { return has_host_image_; }
+  uint64_t last_used() const { return last_used_; }
+  void set_last_used(uint64_t t) { last_used_ = t; }
+  std::unique_ptr<Model> TakeModel();
+  // The model back from the mover (null for disk) in `tier`; requests waiting then were held up
+  // by the move (RequestRecord::waited_for_promotion).
+  void PutModel(std::unique_ptr<Model> model, ModelTier tier);
+  // Not resident and requests waiting: the first waiting request (priority, then arrival).
+  const Sequence* WaitingForPromotion() const;
   int64_t kv_blocks() const { return pool_ ? pool_->num_blocks() : 0; }
   int64_t kv_blocks_used() const { return pool_ ? pool_->NumUsed() : 0; }
   const ModelStats& stats() const { return stats_; }
 
   void Add(std::unique_ptr<Sequence> seq);
-  bool HasWork() const { return !running_.empty() || (!waiting_.empty() && pool_ && !shrink_pending_); }
+  bool HasWork() const {
+    return tier_ == ModelTier::kResident && !moving_ &&
+           (!running_.empty() || (!waiting_.empty() && pool_ && !shrink_pending_));
+  }
   bool Empty() const { return running_.empty() && waiting_.empty(); }
   // Marks a request for cancellation (handled by the next Sweep). False if it is not here.
   bool Cancel(RequestId id);
@@ -101,6 +125,12 @@ class ModelSlot {
 
   ModelSpec spec_;
   std::unique_ptr<Model> model_;
+  ModelConfig config_;
+  ModelTier tier_ = ModelTier::kResident;
+  bool moving_ = false;
+  bool pinned_ = false;
+  bool has_host_image_ = false;
+  uint64_t last_used_ = 0;
   std::shared_ptr<const Tokenizer> tokenizer_;
   SlotOptions options_;
   EngineCounters& counters_;
@@ -115,6 +145,9 @@ class ModelSlot {
   StepOutput step_output_;                          // reused by every step
   ModelStats stats_;
 };
+
+// Queue order: higher priority first, then earlier arrival.
+bool WaitsBefore(const Sequence& a, const Sequence& b);
 
 // The one way a request ends, once it holds no KV blocks: the text still held back (unless it
 // ended in error or was cancelled), usage and timings in its final event, the observer's record,

@@ -19,6 +19,7 @@ struct ModelSpec {
   int64_t kv_min_blocks = 0;  // 0 = enough for one max-length sequence
   double weight = 1.0;        // fairness weight between models with pending work (> 0)
   int64_t max_seqs = 0;       // 0 = EngineOptions::max_seqs
+  bool pinned = false;        // never demoted from the device (residency.h)
 };
 
 // Bounds of the ModelSpec fields (docs/api.md, "Configuration").

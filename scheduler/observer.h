@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "scheduler/request.h"
+#include "scheduler/residency.h"
 
 namespace df11 {
 
@@ -24,6 +25,9 @@ struct ModelStats {
   int64_t steps_total = 0;
   int64_t last_batch_sequences = 0, last_batch_tokens = 0;
   double last_step_seconds = 0, last_decompress_seconds = 0;
+  ModelTier tier = ModelTier::kResident;
+  bool pinned = false;
+  uint64_t host_tier_bytes = 0;  // its weights' image in the host tier (kept after a promotion; ModelSlot)
 };
 
 // Called on the engine thread after every step and at every request's end; must not block.
@@ -43,10 +47,22 @@ struct RequestRecord {
   RequestTimings timings;
   std::vector<double> inter_token_seconds;  // gaps between consecutive generated tokens
   bool warmup = false;                      // GenerateRequest::warmup
+  bool waited_for_promotion = false;        // it queued while its model was brought to the device
+};
+// One model changing tier (residency.h): a promotion to the device or a demotion from it.
+struct MoveRecord {
+  std::string model;
+  ModelTier from = ModelTier::kResident, to = ModelTier::kResident;  // `to`: where it ended
+  bool promotion = false;                                            // to the device (else a demotion from it)
+  std::string reason;  // promotions: "request", "admin"; demotions: "capacity", "admin"
+  Status status;       // a failed promotion: why (the model stays in `from`)
+  double seconds = 0;  // wall time of the move
+  uint64_t bytes = 0;  // weight bytes copied or loaded (0 for a demotion to disk)
 };
 struct EngineObserver {
   std::function<void(const StepRecord&)> on_step;
   std::function<void(const RequestRecord&)> on_request;
+  std::function<void(const MoveRecord&)> on_move;
 };
 
 }  // namespace df11

@@ -83,11 +83,12 @@ struct RequestUsage {
 
 // Seconds, measured on the engine thread with Clock.
 struct RequestTimings {
-  double queue_seconds = 0;        // submit -> first scheduled
-  double first_token_seconds = 0;  // submit -> first generated token
-  double prefill_seconds = 0;      // first scheduled -> first generated token
-  double decode_seconds = 0;       // first generated token -> finish
-  double total_seconds = 0;        // submit -> finish
+  double queue_seconds = 0;           // submit -> first scheduled
+  double first_token_seconds = 0;     // submit -> first generated token
+  double prefill_seconds = 0;         // first scheduled -> first generated token
+  double decode_seconds = 0;          // first generated token -> finish
+  double total_seconds = 0;           // submit -> finish
+  bool waited_for_promotion = false;  // it queued while its model was brought to the device
 };
 
 // What an EventSink receives: zero or more deltas, then exactly one final event (finished = true).

@@ -58,6 +58,7 @@ void Sequence::FlushText(RequestEvent& event) {
 void Sequence::Finalize(Clock::time_point now, RequestEvent& event) const {
   event.usage = usage;
   RequestTimings& t = event.timings;
+  t.waited_for_promotion = waited_for_promotion;
   t.total_seconds = Seconds(submitted, now);
   if (scheduled_once) t.queue_seconds = Seconds(submitted, first_scheduled);
   if (generated() > 0) {

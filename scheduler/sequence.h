@@ -39,6 +39,7 @@ struct Sequence {
   std::vector<int32_t> blocks;
   std::vector<uint64_t> block_hashes;
   bool admitted_once = false;  // usage.prefix_hit_tokens counts the first admission only
+  bool waited_for_promotion = false;  // queued while its model was not resident (RequestRecord)
   bool prefilling() const { return static_cast<int64_t>(tokens.size()) - num_cached > 1; }
 
   std::optional<FinishReason> pending_finish;  // set off the step path (cancel, deadline)

@@ -178,8 +178,11 @@ Status LoadAndWarm(ServiceContext& ctx, const std::vector<ModelSpec>& specs, int
     }
     return loaded;
   }
+  std::map<std::string, ModelTier> tiers;
+  for (const ModelInfo& info : ctx.engine->Models()) tiers[info.name] = info.tier;
   for (const ModelSpec& spec : specs) {
-    DF11_RETURN_IF_ERROR(WarmUp(ctx, spec, warmup_tokens));
+    // A model off the device is warmed by its first promotion's request, not brought in now.
+    if (tiers[spec.name] == ModelTier::kResident) DF11_RETURN_IF_ERROR(WarmUp(ctx, spec, warmup_tokens));
     if (ctx.set_model_serving) ctx.set_model_serving(spec.name, true);
     LogModelReady(ctx, spec.name);
   }
@@ -220,6 +223,7 @@ ModelSpec SpecOf(const pb::LoadModelRequest& request) {
   if (request.kv_share() != 0) spec.kv_share = request.kv_share();
   if (request.weight() != 0) spec.weight = request.weight();
   spec.max_seqs = request.max_seqs();
+  spec.pinned = request.pinned();
   return spec;
 }
 
@@ -264,6 +268,49 @@ grpc::ServerUnaryReactor* AdminService::UnloadModel(grpc::CallbackServerContext*
     };
   };
   return RunAsync(call, "UnloadModel", in, validate, make_work);
+}
+
+grpc::ServerUnaryReactor* AdminService::SetModelTier(grpc::CallbackServerContext* call, const Raw* in, Raw* out) {
+  std::function<Status(const pb::SetModelTierRequest&)> validate = [this](const pb::SetModelTierRequest& request) {
+    if (request.name().empty()) return InvalidArgument("name: required");
+    if (!pb::ModelTier_IsValid(request.tier())) {
+      return InvalidArgument("tier: unknown value " + std::to_string(static_cast<int>(request.tier())));
+    }
+    for (const auto& info : ctx_.engine->Models()) {
+      if (info.name == request.name()) return Status();
+    }
+    return NotFound("model '" + request.name() + "' is not loaded");
+  };
+  std::function<std::function<Status()>(const pb::SetModelTierRequest&)> make_work =
+      [this, out](const pb::SetModelTierRequest& request) -> std::function<Status()> {
+    return [this, out, request]() -> Status {
+      Engine& engine = *ctx_.engine;
+      const std::string& name = request.name();
+      // Unpin before a demotion, pin after a promotion.
+      if (request.has_pinned() && !request.pinned()) DF11_RETURN_IF_ERROR(engine.SetPinned(name, false));
+      switch (request.tier()) {
+        case pb::MODEL_TIER_RESIDENT:
+          DF11_RETURN_IF_ERROR(engine.Promote(name));
+          break;
+        case pb::MODEL_TIER_HOST:
+          DF11_RETURN_IF_ERROR(engine.Demote(name, ModelTier::kHost));
+          break;
+        case pb::MODEL_TIER_DISK:
+          DF11_RETURN_IF_ERROR(engine.Demote(name, ModelTier::kDisk));
+          break;
+        default:
+          break;
+      }
+      if (request.has_pinned() && request.pinned()) DF11_RETURN_IF_ERROR(engine.SetPinned(name, true));
+      LogEvent("info", "model_tier_set", {{"model", name}});
+      pb::SetModelTierResponse response;
+      for (const auto& info : engine.Models()) {
+        if (info.name == name) FillModelInfo(info, response.mutable_model());
+      }
+      return SerializeResponse(response, out);
+    };
+  };
+  return RunAsync(call, "SetModelTier", in, validate, make_work);
 }
 
 }  // namespace df11::server

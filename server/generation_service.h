@@ -21,7 +21,8 @@ using RawGenerationBase = pb::Generation::WithRawCallbackMethod_Generate<
         pb::Generation::WithRawCallbackMethod_ListModels<pb::Generation::WithRawCallbackMethod_GetModelInfo<
             pb::Generation::WithRawCallbackMethod_GetLoadReport<pb::Generation::Service>>>>>>;
 using RawAdminBase =
-    pb::Admin::WithRawCallbackMethod_LoadModel<pb::Admin::WithRawCallbackMethod_UnloadModel<pb::Admin::Service>>;
+    pb::Admin::WithRawCallbackMethod_LoadModel<pb::Admin::WithRawCallbackMethod_UnloadModel<
+        pb::Admin::WithRawCallbackMethod_SetModelTier<pb::Admin::Service>>>;
 
 class GenerationService final : public RawGenerationBase {
  public:
@@ -55,6 +56,7 @@ class AdminService final : public RawAdminBase {
 
   grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* call, const Raw* request, Raw* response) override;
   grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* call, const Raw* request, Raw* response) override;
+  grpc::ServerUnaryReactor* SetModelTier(grpc::CallbackServerContext* call, const Raw* request, Raw* response) override;
 
  private:
   // Checks the admin key, parses the request and runs `validate` (cheap, on this thread), then

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <string_view>
 #include <thread>
 
@@ -86,11 +88,40 @@ int main(int argc, char** argv) {
     metrics = std::move(started).value();
     LogEvent("info", "metrics_listening", {{"address", config.metrics_address}, {"port", std::to_string(metrics->port())}});
   }
-  auto engine = Engine::Create(config.engine, metrics ? metrics->Observer() : EngineObserver{});
+  // Health follows promotions: a model whose promotion failed reads NOT_SERVING until one
+  // succeeds (a model off the device is otherwise SERVING: it will be served). The server, made
+  // after the engine, is known to the hook once it starts; moves happen only after loading.
+  struct HealthHook {
+    std::mutex mu;
+    ServiceContext* ctx = nullptr;  // [mu] null before the server starts and once it stops
+  };
+  auto health = std::make_shared<HealthHook>();
+  EngineObserver observer = metrics ? metrics->Observer() : EngineObserver{};
+  observer.on_move = [metrics_move = observer.on_move, health](const MoveRecord& move) {
+    if (metrics_move) metrics_move(move);
+    {
+      std::lock_guard lock(health->mu);
+      if (move.promotion && health->ctx != nullptr && health->ctx->set_model_serving) {
+        health->ctx->set_model_serving(move.model, move.status.ok());
+      }
+    }
+    if (move.promotion && !move.status.ok()) {
+      LogEvent("error", "model_promotion_failed", {{"model", move.model}, {"error", move.status.ToString()}});
+    } else {
+      LogEvent("info", move.promotion ? "model_promoted" : "model_demoted",
+               {{"model", move.model}, {"tier", TierName(move.to)}, {"reason", move.reason},
+                {"seconds", std::to_string(move.seconds)}});
+    }
+  };
+  auto engine = Engine::Create(config.engine, observer);
   if (!engine.ok()) return Fail(engine.status());
   if (metrics) metrics->AttachEngine(engine->get());
   auto server = Server::Start(config, engine->get(), metrics.get());
   if (!server.ok()) return Fail(server.status());
+  {
+    std::lock_guard lock(health->mu);
+    health->ctx = &(*server)->context();
+  }
 
   // Models load on their own thread so that a signal during startup still drains promptly. A
   // configured model that fails to load stops the daemon (exit 1): an orchestrator sees it.
@@ -114,6 +145,10 @@ int main(int argc, char** argv) {
   if (!startup_failed.load()) LogEvent("info", "signal", {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"}});
   (*server)->Drain(std::chrono::duration<double>(config.drain_grace_seconds));
   loader.join();
+  {
+    std::lock_guard lock(health->mu);
+    health->ctx = nullptr;
+  }
   server->reset();
   if (metrics) metrics->AttachEngine(nullptr);
   engine->reset();

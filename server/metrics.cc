@@ -100,6 +100,7 @@ EngineObserver Metrics::Observer() {
   observer.on_request = [instruments = instruments_](const RequestRecord& request) {
     instruments->OnRequest(request);
   };
+  observer.on_move = [instruments = instruments_](const MoveRecord& move) { instruments->OnMove(move); };
   return observer;
 }
 

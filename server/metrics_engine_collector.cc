@@ -81,6 +81,8 @@ const StatsField kStatsFields[] = {
      [](const ModelStats& s) { return double(s.preemptions_total); }},
     {"df11_steps_total", "Engine steps that ran this model.", MetricType::Counter,
      [](const ModelStats& s) { return double(s.steps_total); }},
+    {"df11_model_host_tier_bytes", "Weight bytes of the model's image in the host tier (kept after a promotion: the next demotion is free).",
+     MetricType::Gauge, [](const ModelStats& s) { return double(s.host_tier_bytes); }},
 };
 
 uint64_t KvUsedBytes(const ModelInfo& info, const EngineStats& stats) {
@@ -116,6 +118,10 @@ void WriteModelInfo(const std::vector<ModelInfo>& models, FamilyWriter& w) {
   }
   w.Gauge("df11_model_load_seconds", "Time the model took to load.");
   for (const ModelInfo& m : models) w.Sample({{"model", m.name}}, m.load_seconds);
+  w.Gauge("df11_model_tier", "Where the model's weights are (value 1): tier resident, host or disk; pinned.");
+  for (const ModelInfo& m : models) {
+    w.Sample({{"model", m.name}, {"tier", TierName(m.tier)}, {"pinned", m.pinned ? "true" : "false"}}, 1);
+  }
 }
 
 // Memory per model: current, then the peak of each.

@@ -21,6 +21,8 @@ const std::vector<double> kPrefill = {0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15
                                       0.5,   0.75, 1,     1.5,  2,     3,   5,    10,  30};
 const std::vector<double> kStep = {0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02,
                                    0.03,   0.05,  0.075, 0.1,   0.15,  0.2,    0.5,  1,     2};
+// A tiny model from host memory takes milliseconds, an 8B one ~1 s over PCIe, a reload from disk tens of seconds.
+const std::vector<double> kPromotion = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120};
 }  // namespace metrics_buckets
 
 namespace {
@@ -67,6 +69,13 @@ MetricsInstruments::MetricsInstruments() : registry_(std::make_shared<prometheus
   decompress_ = HistogramFamily(r, "df11_step_decompress_seconds",
                                 "DF11 weight decompression inside one engine step.");
   requests_ = CounterFamily(r, "df11_requests_total", "Requests finished, by finish reason.");
+  promotions_ = CounterFamily(r, "df11_model_promotions_total",
+                              "Models brought to the device, by reason (request, admin) and result (ok, error).");
+  demotions_ = CounterFamily(r, "df11_model_demotions_total",
+                             "Models moved off the device, by reason (capacity, admin) and tier (host, disk).");
+  moved_bytes_ = CounterFamily(r, "df11_model_moved_bytes_total",
+                               "Weight bytes copied between tiers, by direction (promotion, demotion).");
+  promotion_seconds_ = HistogramFamily(r, "df11_model_promotion_seconds", "Wall time to bring a model to the device.");
   rpcs_ = CounterFamily(r, "df11_rpcs_total", "gRPC calls finished, by method and status code name.");
   rejected_ = CounterFamily(r, "df11_requests_rejected_total",
                             "Requests refused before generation, by reason.");
@@ -126,6 +135,18 @@ void MetricsInstruments::OnRpcFinished(const std::string& method, int grpc_statu
 
 void MetricsInstruments::OnRejected(const std::string& model_label, const std::string& reason) {
   rejected_->Add({{"model", model_label}, {"reason", KnownRejectReason(reason) ? reason : "other"}}).Increment();
+}
+
+void MetricsInstruments::OnMove(const MoveRecord& move) {
+  const std::string direction = move.promotion ? "promotion" : "demotion";
+  if (move.promotion) {
+    promotions_->Add({{"model", move.model}, {"reason", move.reason}, {"result", move.status.ok() ? "ok" : "error"}})
+        .Increment();
+    if (move.status.ok()) promotion_seconds_->Add({{"model", move.model}}, metrics_buckets::kPromotion).Observe(move.seconds);
+  } else {
+    demotions_->Add({{"model", move.model}, {"reason", move.reason}, {"tier", TierName(move.to)}}).Increment();
+  }
+  moved_bytes_->Add({{"model", move.model}, {"direction", direction}}).Increment(static_cast<double>(move.bytes));
 }
 
 }  // namespace df11

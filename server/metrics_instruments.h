@@ -30,6 +30,7 @@ extern const std::vector<double> kRequest;  // end-to-end and decode time per re
 extern const std::vector<double> kQueue;
 extern const std::vector<double> kPrefill;
 extern const std::vector<double> kStep;     // engine step and decompression per step
+extern const std::vector<double> kPromotion;  // a model brought to the device
 }  // namespace metrics_buckets
 
 class MetricsInstruments {
@@ -41,6 +42,7 @@ class MetricsInstruments {
 
   void OnStep(const StepRecord& step);
   void OnRequest(const RequestRecord& request);
+  void OnMove(const MoveRecord& move);
   void OnRpcFinished(const std::string& method, int grpc_status_code);
   // `model_label` is already bounded by the caller (Metrics maps unknown names to "unknown").
   void OnRejected(const std::string& model_label, const std::string& reason);
@@ -61,6 +63,10 @@ class MetricsInstruments {
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Counter>* rpcs_;
   prometheus::Family<prometheus::Counter>* rejected_;
+  prometheus::Family<prometheus::Counter>* promotions_;
+  prometheus::Family<prometheus::Counter>* demotions_;
+  prometheus::Family<prometheus::Counter>* moved_bytes_;
+  prometheus::Family<prometheus::Histogram>* promotion_seconds_;
 
   std::mutex mutex_;  // guards models_
   std::unordered_map<std::string, std::unique_ptr<ModelInstruments>> models_;

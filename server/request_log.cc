@@ -96,12 +96,14 @@ void LogRequest(const RequestLine& r) {
   f["queue_s"] = r.timings.queue_seconds;
   f["ttft_s"] = r.timings.first_token_seconds;
   f["total_s"] = r.timings.total_seconds;
+  if (r.timings.waited_for_promotion) f["waited_for_promotion"] = true;
   std::string text = fmt::format(
       "request id={} request_id={} model={} peer={} status={} finish={} prompt_tokens={} cached={} "
-      "completion_tokens={} queue_s={:.4f} ttft_s={:.4f} total_s={:.4f}{}",
+      "completion_tokens={} queue_s={:.4f} ttft_s={:.4f} total_s={:.4f}{}{}",
       r.id, LogValue(r.client_request_id), LogValue(r.model), LogValue(r.peer), GrpcCodeName(r.code),
       FinishReasonName(r.finish_reason), r.usage.prompt_tokens, r.usage.prefix_hit_tokens, r.usage.generated_tokens,
       r.timings.queue_seconds, r.timings.first_token_seconds, r.timings.total_seconds,
+      r.timings.waited_for_promotion ? " waited_for_promotion=true" : "",
       r.message.empty() ? "" : " message=" + LogValue(r.message));
   Emit(r.code == grpc::StatusCode::OK || r.code == grpc::StatusCode::CANCELLED ? spdlog::level::info : spdlog::level::warn,
        std::move(f), text);

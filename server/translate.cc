@@ -242,6 +242,14 @@ void FillModelInfo(const ModelInfo& info, pb::ModelInfo* out) {
   out->set_kv_bytes(info.kv_bytes);
   out->set_kv_blocks_total(info.kv_blocks_total);
   out->set_load_seconds(info.load_seconds);
+  switch (info.tier) {
+    case ModelTier::kResident: out->set_tier(pb::MODEL_TIER_RESIDENT); break;
+    case ModelTier::kHost: out->set_tier(pb::MODEL_TIER_HOST); break;
+    case ModelTier::kDisk: out->set_tier(pb::MODEL_TIER_DISK); break;
+  }
+  out->set_pinned(info.pinned);
+  out->set_moving(info.moving);
+  out->set_tier_error(info.tier_error);
 }
 
 }  // namespace df11::server

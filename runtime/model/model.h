@@ -129,6 +129,21 @@ class Model {
   //   OUT_OF_RANGE: a position >= max_position_embeddings, a block id outside the cache.
   Status Step(const StepInput& input, StepOutput& output);
 
+  // Weight tiers (the scheduler decides when: scheduler/residency.h). Offload copies every
+  // device weight into one page-locked host image the model owns and frees the device memory
+  // (weights, step workspaces, captured graphs); Restore allocates it again and copies the image
+  // back on the model's own stream. The image is kept (weights never change): a later Offload
+  // only frees. Step is FAILED_PRECONDITION in between.
+  // Another model may step on another thread meanwhile (the shared decode scratch is untouched).
+  // On the CPU the weights already live in host memory: both only change offloaded().
+  // Errors (naming the model directory): RESOURCE_EXHAUSTED (host or device memory), INTERNAL
+  // (CUDA). An Offload that fails leaves the model resident; a Restore that fails frees what it
+  // allocated and keeps the image, so it can be tried again. model_tier.cc.
+  Status Offload();
+  Status Restore();
+  bool offloaded() const { return offloaded_; }
+  uint64_t host_image_bytes() const;  // CUDA: the page-locked image once made (0 before the first Offload)
+
  private:
   // Norm weights as fp32 vectors, linears as LinearWeight (decoder_layer.h).
   using LayerWeights = LayerWeightsOf<std::vector<float>, LinearWeight>;
@@ -155,6 +170,9 @@ class Model {
   void SampleOnHost(const StepInput& input, StepOutput& output);
   Status LoadCuda();                                            // model_cuda_load.cc
   Status StepCuda(const StepInput& input, StepOutput& output);  // model_cuda_step.cc
+  Status OffloadCuda();                                         // model_tier.cc
+  Status RestoreCuda();
+  void ReleaseDeviceCuda();  // frees every device weight and workspace (the image holds the weights)
 
   std::unique_ptr<Checkpoint> checkpoint_;
   ModelConfig config_;
@@ -167,6 +185,7 @@ class Model {
   UnitScratch scratch_;
   LoadReport report_;
   std::unique_ptr<CudaState> cuda_;  // kCuda only
+  bool offloaded_ = false;           // Offload / Restore
 };
 
 // Inverse rotary frequencies [rotary_dim / 2] computed in fp32 exactly as transformers'

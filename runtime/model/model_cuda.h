@@ -144,6 +144,10 @@ struct Model::CudaState {
   cuda::EventTimer gemm_timer, attention_timer;  // StepInput::profile
   bool profile = false;
   uint64_t weight_bytes = 0, bf16_weight_bytes = 0;  // for the LoadReport
+  // Model::Offload: every weight allocation's bytes (model_tier.cc lays them out), and where each
+  // `resident` buffer was (the pointers into it are moved by Restore).
+  cuda::PinnedHostBuffer image;
+  std::vector<const char*> resident_bases;
 
   // Load helpers (model_cuda_load.cc).
   StatusOr<const float*> UploadFloats(const std::vector<float>& values, const char* what);

@@ -188,6 +188,8 @@ Status Model::Logits(const StepBatch& batch, const float* hidden, StepOutput& ou
 }
 
 Status Model::Step(const StepInput& input, StepOutput& output) {
+  if (offloaded_)
+    return FailedPrecondition(checkpoint_->dir() + ": the weights are offloaded to host memory (Restore first)");
   DF11_RETURN_IF_ERROR(Validate(input));
   if (options_.device == Device::kCuda) return StepCuda(input, output);
   const ModelConfig& c = config_;

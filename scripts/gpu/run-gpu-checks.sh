@@ -68,7 +68,7 @@ if command -v compute-sanitizer >/dev/null; then
     > "$out/memcheck.log" 2>&1
   echo "memcheck kernels exit $?"; tail -3 "$out/memcheck.log"
   LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64" compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$bundle/bin/test_runtime" --gtest_filter='Devices/ModelTest.RaggedBatchMatchesSequencesAlone/Cuda:Devices/ModelTest.RejectsBadInputs/Cuda:Devices/ModelTest.SamplingInTheStepMatchesSamplingTheLogits/Cuda:ModelCudaTest.GraphsMatchEagerBitForBit' \
+    "$bundle/bin/test_runtime" --gtest_filter='Devices/ModelTest.RaggedBatchMatchesSequencesAlone/Cuda:Devices/ModelTest.RejectsBadInputs/Cuda:Devices/ModelTest.SamplingInTheStepMatchesSamplingTheLogits/Cuda:Devices/ModelTest.OffloadAndRestoreKeepEveryBit/Cuda:ModelCudaTest.GraphsMatchEagerBitForBit' \
     > "$out/memcheck_model.log" 2>&1
   echo "memcheck model exit $?"; tail -3 "$out/memcheck_model.log"
   done_step memcheck

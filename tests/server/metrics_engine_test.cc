@@ -151,6 +151,11 @@ TEST_F(MetricsEngineTest, DocsListExactlyTheExportedMetrics) {
   metrics_->OnRpcFinished("Generate", 0);
   metrics_->OnRejected("tiny", "queue_full");
   metrics_->OnHttpRequest("/v1/completions", 200);
+  // A promotion and a demotion (model tiers; their end-to-end counts are in daemon_tier_test).
+  const EngineObserver observer = metrics_->Observer();
+  observer.on_move({.model = "tiny", .from = ModelTier::kHost, .to = ModelTier::kResident, .promotion = true,
+                    .reason = "request", .seconds = 0.5, .bytes = 100});
+  observer.on_move({.model = "tiny", .from = ModelTier::kResident, .to = ModelTier::kHost, .reason = "capacity", .bytes = 100});
   WaitFor("df11_generated_tokens_total", 3);
   std::ifstream docs(std::string(DF11_TEST_FIXTURES) + "/../../docs/metrics.md");
   ASSERT_TRUE(docs.good());
