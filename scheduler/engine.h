@@ -109,8 +109,10 @@ class Engine {
   // idle unpinned resident model to `to` (kHost or kDisk); SetPinned pins or unpins (a pinned
   // model is never demoted; one that is not resident is promoted by its next request).
   // Errors: NOT_FOUND (model), INVALID_ARGUMENT (Demote to kResident), FAILED_PRECONDITION
-  // (pinned, busy or moving; no room, naming the models in the way), RESOURCE_EXHAUSTED (the
-  // host budget), and the move's own error (the model stays where it was).
+  // (pinned, busy or moving; no room now, naming the models in the way), RESOURCE_EXHAUSTED (the
+  // host budget; no room ever: the pinned models leave too little), and the move's own error
+  // (the model stays where it was). A request whose model can never fit ends with that
+  // RESOURCE_EXHAUSTED at once instead of waiting.
   Status Promote(const std::string& name);
   Status Demote(const std::string& name, ModelTier to);
   Status SetPinned(const std::string& name, bool pinned);

@@ -117,6 +117,17 @@ Status Engine::Impl::StartMove(ModelSlot& target, const std::string& reason, Tie
   const uint64_t need = DeviceBytes(target.name());
   std::optional<std::vector<size_t>> victims = PickVictims(candidates, need, budget);
   if (!victims) {
+    // Never, whatever finishes: the pinned models alone leave no room.
+    std::vector<ResidencyCandidate> unpinned = candidates;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      unpinned[i].demotable = unpinned[i].resident && !slots[i]->pinned() && slots[i].get() != &target;
+    }
+    if (!PickVictims(unpinned, need, budget)) {
+      return ResourceExhausted("model '" + target.name() + "' needs " + std::to_string(need) +
+                               " bytes on the device and the pinned models leave less of the " +
+                               std::to_string(budget) +
+                               " bytes of max_model_bytes (less the shared scratch): unpin one or raise the budget");
+    }
     return FailedPrecondition("model '" + target.name() + "' needs " + std::to_string(need) + " bytes on the device; " +
                               std::to_string(used) + " of the " + std::to_string(budget) +
                               " bytes of max_model_bytes (less the shared scratch) are held by models that are busy or "
@@ -228,9 +239,13 @@ void Engine::Impl::ApplyTier(TierRequest& r) {
   if (slot == nullptr) return r.done->set_value(NotFound("model '" + r.model + "' is not loaded"));
   const std::string named = "model '" + r.model + "'";
   switch (r.op) {
-    case TierRequest::Op::kPin:
+    case TierRequest::Op::kPin: {
       slot->set_pinned(r.pinned);
+      std::lock_guard lock(mu);  // now, not at the next Publish: the caller reads it next
+      auto it = models.find(r.model);
+      if (it != models.end()) it->second.info.pinned = r.pinned;
       return r.done->set_value(Status::Ok());
+    }
     case TierRequest::Op::kPromote: {
       if (slot->tier() == ModelTier::kResident) return r.done->set_value(Status::Ok());
       const Status started = StartMove(*slot, "admin", &r);
@@ -280,8 +295,11 @@ void Engine::Impl::Residency() {
       next = s.get();
     }
   }
-  // No room now (every resident model busy or pinned): the requests wait, within their deadlines.
-  if (next != nullptr) static_cast<void>(StartMove(*next, "request", nullptr));
+  if (next == nullptr) return;
+  // No room now (the models in the way are busy): the requests wait, within their deadlines. No
+  // room ever (pinned models, KV minimums): they end now with the reason.
+  const Status started = StartMove(*next, "request", nullptr);
+  if (started.code() == StatusCode::kResourceExhausted) next->FinishAll(FinishReason::kError, started);
 }
 
 }  // namespace df11

@@ -153,9 +153,20 @@ TEST_F(MetricsEngineTest, DocsListExactlyTheExportedMetrics) {
   metrics_->OnHttpRequest("/v1/completions", 200);
   // A promotion and a demotion (model tiers; their end-to-end counts are in daemon_tier_test).
   const EngineObserver observer = metrics_->Observer();
-  observer.on_move({.model = "tiny", .from = ModelTier::kHost, .to = ModelTier::kResident, .promotion = true,
-                    .reason = "request", .seconds = 0.5, .bytes = 100});
-  observer.on_move({.model = "tiny", .from = ModelTier::kResident, .to = ModelTier::kHost, .reason = "capacity", .bytes = 100});
+  MoveRecord promotion;
+  promotion.model = "tiny";
+  promotion.from = ModelTier::kHost;
+  promotion.promotion = true;
+  promotion.reason = "request";
+  promotion.seconds = 0.5;
+  promotion.bytes = 100;
+  observer.on_move(promotion);
+  MoveRecord demotion = promotion;
+  demotion.from = ModelTier::kResident;
+  demotion.to = ModelTier::kHost;
+  demotion.promotion = false;
+  demotion.reason = "capacity";
+  observer.on_move(demotion);
   WaitFor("df11_generated_tokens_total", 3);
   std::ifstream docs(std::string(DF11_TEST_FIXTURES) + "/../../docs/metrics.md");
   ASSERT_TRUE(docs.good());
