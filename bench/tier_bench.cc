@@ -123,6 +123,7 @@ int Main(int argc, char** argv) {
   report["pcie_roofline_gbps"] = {{"to_device", h2d}, {"to_host", d2h}};
   std::printf("PCIe roofline (1 GiB page-locked): to device %.1f GB/s, to host %.1f GB/s\n", h2d, d2h);
   std::vector<int32_t> tokens;
+  tokens.reserve(prompt);
   for (int i = 0; i < prompt; ++i) tokens.push_back((i * 7919 + 13) % 1000 + 10);
 
   uint64_t largest = 0;
@@ -188,6 +189,7 @@ int Main(int argc, char** argv) {
   auto engine = Engine::Create(eo, observer);
   if (!engine.ok()) Fail("engine", engine.status());
   std::vector<ModelSpec> specs;
+  specs.reserve(models.size());
   for (const auto& [name, dir] : models) specs.push_back({.name = name, .path = dir});
   if (Status s = (*engine)->LoadModels(specs); !s.ok()) Fail("engine load", s);
   auto run = [&](const std::string& model) {
@@ -200,7 +202,7 @@ int Main(int argc, char** argv) {
     if (!id.ok()) Fail("submit", id.status());
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return done.contains(*id); });
-    const RequestRecord r = done[*id];
+    RequestRecord r = done[*id];
     if (!r.status.ok()) Fail("request", r.status);
     return r;
   };

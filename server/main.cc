@@ -6,8 +6,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <memory>
-#include <mutex>
+#include <exception>
 #include <string_view>
 #include <thread>
 
@@ -59,7 +58,7 @@ void WarnAboutRiskyFlags(const df11::server::ServerConfig& config, int argc, cha
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int RunDaemon(int argc, char** argv) {
   using namespace df11;
   using namespace df11::server;
   ServerConfig config;
@@ -91,20 +90,21 @@ int main(int argc, char** argv) {
   // Health follows promotions: a model whose promotion failed reads NOT_SERVING until one
   // succeeds (a model off the device is otherwise SERVING: it will be served). The server, made
   // after the engine, is known to the hook once it starts; moves happen only after loading.
+  // Before the server goes, ctx is cleared and main waits until no callback still uses it
+  // (seq_cst: a callback that read a non-null ctx had raised `using` first).
   struct HealthHook {
-    std::mutex mu;
-    ServiceContext* ctx = nullptr;  // [mu] null before the server starts and once it stops
+    std::atomic<ServiceContext*> ctx{nullptr};
+    std::atomic<int> using_ctx{0};
   };
-  auto health = std::make_shared<HealthHook>();
+  HealthHook hook;  // outlives the engine (destroyed after it)
+  HealthHook* health = &hook;
   EngineObserver observer = metrics ? metrics->Observer() : EngineObserver{};
   observer.on_move = [metrics_move = observer.on_move, health](const MoveRecord& move) {
     if (metrics_move) metrics_move(move);
-    {
-      std::lock_guard lock(health->mu);
-      if (move.promotion && health->ctx != nullptr && health->ctx->set_model_serving) {
-        health->ctx->set_model_serving(move.model, move.status.ok());
-      }
-    }
+    health->using_ctx.fetch_add(1);
+    ServiceContext* ctx = health->ctx.load();
+    if (move.promotion && ctx != nullptr && ctx->set_model_serving) ctx->set_model_serving(move.model, move.status.ok());
+    health->using_ctx.fetch_sub(1);
     if (move.promotion && !move.status.ok()) {
       LogEvent("error", "model_promotion_failed", {{"model", move.model}, {"error", move.status.ToString()}});
     } else {
@@ -118,10 +118,7 @@ int main(int argc, char** argv) {
   if (metrics) metrics->AttachEngine(engine->get());
   auto server = Server::Start(config, engine->get(), metrics.get());
   if (!server.ok()) return Fail(server.status());
-  {
-    std::lock_guard lock(health->mu);
-    health->ctx = &(*server)->context();
-  }
+  health->ctx.store(&(*server)->context());
 
   // Models load on their own thread so that a signal during startup still drains promptly. A
   // configured model that fails to load stops the daemon (exit 1): an orchestrator sees it.
@@ -145,13 +142,24 @@ int main(int argc, char** argv) {
   if (!startup_failed.load()) LogEvent("info", "signal", {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"}});
   (*server)->Drain(std::chrono::duration<double>(config.drain_grace_seconds));
   loader.join();
-  {
-    std::lock_guard lock(health->mu);
-    health->ctx = nullptr;
-  }
+  health->ctx.store(nullptr);
+  while (health->using_ctx.load() != 0) std::this_thread::yield();
   server->reset();
   if (metrics) metrics->AttachEngine(nullptr);
   engine->reset();
   LogEvent("info", "exit");
   return startup_failed.load() ? 1 : 0;
+}
+
+// An exception that escapes (out of memory at start, a thread the system refuses) ends the daemon
+// with one line and exit status 1 instead of std::terminate.
+int main(int argc, char** argv) {
+  try {
+    return RunDaemon(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "df11d: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "df11d: unknown exception\n");
+  }
+  return 1;
 }

@@ -58,7 +58,7 @@ Status Model::OffloadCuda() {
   DF11_ASSIGN_OR_RETURN(cuda::PinnedHostBuffer image, cuda::PinnedHostBuffer::Allocate(total, "the host tier"));
   uint64_t offset = 0;
   auto copy_out = [&](const void* device, uint64_t bytes) {
-    const Status s = cuda::CopyToHostAsync(image.data() + offset, device, bytes, st.stream);
+    Status s = cuda::CopyToHostAsync(image.data() + offset, device, bytes, st.stream);
     offset += Align256(bytes);
     return s;
   };

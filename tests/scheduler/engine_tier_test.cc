@@ -48,6 +48,7 @@ class EngineTierTest : public ::testing::Test {
   static std::string Dir(const std::string& m) { return dir_->path() + "/" + m; }
   static std::vector<ModelSpec> Specs(std::vector<bool> pinned = {false, false, false}) {
     std::vector<ModelSpec> specs;
+    specs.reserve(3);
     for (int i = 0; i < 3; ++i) specs.push_back({.name = kNames[i], .path = Dir(kNames[i]), .pinned = pinned[i]});
     return specs;
   }
@@ -148,10 +149,10 @@ TEST_F(EngineTierTest, ConcurrentClientsInRotationGetTheTokensOfAllResident) {
     ASSERT_TRUE((*engine)->LoadModels(Specs()).ok());
     Recorder rec;
     std::vector<std::thread> clients;
+    clients.reserve(3);
     for (int m = 0; m < 3; ++m) {
       clients.emplace_back([&, m] {
         for (int r = 0; r < kRounds; ++r) {
-          Recorder mine;
           for (int k = 0; k < kPerModel; ++k) {
             const int key = (r * kPerModel + k) * 3 + m;
             ASSERT_TRUE((*engine)->Submit(request(key), rec.Sink(key)).ok());
