@@ -4,6 +4,9 @@
 # --max-model-bytes must load both (all weights first, then the KV pool from what is left), serve
 # both, report the shared decode scratch once, and refuse a third model at run time up front with
 # the bytes it needs and the bytes free (the KV pool holds the rest), leaving the others serving.
+# Then model tiers: three models with --max-model-bytes for two and a host tier: all SERVING,
+# a request to the one off the device brings it in (greedy ids equal to the resident run's),
+# the tier and promotion metrics say so.
 # Usage (GPU machine, repository root): scripts/gpu/run-multi-model-check.sh BUNDLE_DIR
 #   BUNDLE: bundle-libs of build/cli/df11 and build/server/df11d (see run-gpu-checks.sh).
 # Output under $OUT (default ./out): multi_model.log (everything), gpu.txt.
@@ -67,6 +70,28 @@ done
 nvidia-smi --query-gpu=memory.used,memory.total --format=csv >> "$log"
 kill -TERM $daemon; wait $daemon; say "df11d exit $?"
 grep -E "model_ready|startup|error|listening|serving" "$out/df11d.log" >> "$log"
+
+say "df11d with three models, --max-model-bytes for two, a host tier for one (model tiers)"
+"$bundle/run" df11d --device cuda --grpc-address 127.0.0.1:$port --metrics-address 127.0.0.1:$mport \
+  --model a="$work/df11" --model b="$work/df11" --model c="$work/df11" --max-model-bytes 25000000000 \
+  --max-host-model-bytes 12000000000 > "$out/df11d_tiers.log" 2>&1 &
+daemon=$!
+up=0
+for _ in $(seq 1 600); do
+  if "$bundle/run" df11 health --addr 127.0.0.1:$port >/dev/null 2>&1; then up=1; break; fi
+  kill -0 $daemon 2>/dev/null || break
+  sleep 0.5
+done
+say "serving: $up"
+[ $up = 1 ] || status=1
+for m in c a c; do
+  say "generate on $m"
+  "$bundle/run" df11 generate --addr 127.0.0.1:$port -m $m --tokens 1,2,3,4 -n 16 -t 0 >> "$log" 2>&1 || status=1
+done
+python3 -c "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())" \
+  "http://127.0.0.1:$mport/metrics" | grep -E "^df11_model_(tier|promotion|demotion|moved|host_tier)" >> "$log"
+kill -TERM $daemon; wait $daemon; say "df11d exit $?"
+grep -E "model_promoted|model_demoted|promotion_failed|waited_for_promotion|startup|error" "$out/df11d_tiers.log" | head -20 >> "$log"
 rm -rf "$work"
 say "status $status"
 exit $status
