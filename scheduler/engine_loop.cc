@@ -153,8 +153,6 @@ void Engine::Impl::Publish() {
   for (const auto& s : slots) {
     stats.push_back(s->stats());
     ModelStats& st = stats.back();
-    st.tier = s->tier();
-    st.pinned = s->pinned();
     auto it = models.find(s->name());
     if (it == models.end()) continue;
     st.host_tier_bytes = s->has_host_image() ? it->second.info.weight_bytes : 0;

@@ -106,7 +106,6 @@ Status Engine::Impl::StartMove(ModelSlot& target, const std::string& reason, Tie
   std::vector<ResidencyCandidate> candidates;
   std::string busy;
   uint64_t used = 0;
-  std::vector<const RegisteredModel*> kv_after;
   for (const auto& s : slots) {
     const bool on_device = s->tier() == ModelTier::kResident;
     const bool demotable = on_device && !s->moving() && !s->pinned() && s->Empty() && s.get() != &target;
@@ -257,11 +256,12 @@ void Engine::Impl::ApplyTier(TierRequest& r) {
       if (slot->tier() == r.to || (slot->tier() == ModelTier::kDisk)) return r.done->set_value(Status::Ok());
       if (!slot->Empty()) return r.done->set_value(FailedPrecondition(named + " has running or waiting requests"));
       const uint64_t weights = WeightBytes(r.model);
+      const uint64_t host_used = HostTierBytes();
       if (r.to == ModelTier::kHost && !slot->has_host_image() &&
-          DemotionTier(weights, HostTierBytes(), options.max_host_model_bytes) != ModelTier::kHost) {
+          DemotionTier(weights, host_used, options.max_host_model_bytes) != ModelTier::kHost) {
         return r.done->set_value(ResourceExhausted(
             named + " needs " + std::to_string(weights) + " bytes of the host tier; max_host_model_bytes " +
-            std::to_string(options.max_host_model_bytes) + " has " + std::to_string(HostTierBytes()) + " in use"));
+            std::to_string(options.max_host_model_bytes) + " has " + std::to_string(host_used) + " in use"));
       }
       MoveTask t;
       t.name = r.model;

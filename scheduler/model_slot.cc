@@ -27,7 +27,6 @@ ModelSlot::ModelSlot(ModelSpec spec, std::unique_ptr<Model> model, const ModelCo
 
 std::unique_ptr<Model> ModelSlot::TakeModel() {
   moving_ = true;
-  for (auto& s : waiting_) s->waited_for_promotion = true;
   return std::move(model_);
 }
 
@@ -127,8 +126,7 @@ void EndRequest(std::unique_ptr<Sequence> seq, FinishReason reason, const Status
   seq->Finalize(Clock::now(), event);
   if (observer.on_request) {
     RequestRecord record{model,        seq->id,       seq->request.client_request_id, reason, status,
-                         event.usage,  event.timings, seq->inter_token_seconds,       seq->request.warmup,
-                         seq->waited_for_promotion};
+                         event.usage,  event.timings, seq->inter_token_seconds,       seq->request.warmup};
     observer.on_request(record);
   }
   counters.in_flight.fetch_sub(1);  // before the final event, so a client that saw it sees the count

@@ -61,8 +61,9 @@ class ModelSlot {
   uint64_t last_used() const { return last_used_; }
   void set_last_used(uint64_t t) { last_used_ = t; }
   std::unique_ptr<Model> TakeModel();
-  // The model back from the mover (null for disk) in `tier`; requests waiting then were held up
-  // by the move (RequestRecord::waited_for_promotion).
+  // The model back from the mover (null for disk) in `tier`. Requests added while the model is
+  // not resident or moving are marked (RequestTimings::waited_for_promotion); a model leaves the
+  // device only with none waiting.
   void PutModel(std::unique_ptr<Model> model, ModelTier tier);
   // Not resident and requests waiting: the first waiting request (priority, then arrival).
   const Sequence* WaitingForPromotion() const;

@@ -25,8 +25,6 @@ struct ModelStats {
   int64_t steps_total = 0;
   int64_t last_batch_sequences = 0, last_batch_tokens = 0;
   double last_step_seconds = 0, last_decompress_seconds = 0;
-  ModelTier tier = ModelTier::kResident;
-  bool pinned = false;
   uint64_t host_tier_bytes = 0;  // its weights' image in the host tier (kept after a promotion; ModelSlot)
 };
 
@@ -47,7 +45,6 @@ struct RequestRecord {
   RequestTimings timings;
   std::vector<double> inter_token_seconds;  // gaps between consecutive generated tokens
   bool warmup = false;                      // GenerateRequest::warmup
-  bool waited_for_promotion = false;        // it queued while its model was brought to the device
 };
 // One model changing tier (residency.h): a promotion to the device or a demotion from it.
 struct MoveRecord {

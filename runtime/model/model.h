@@ -172,7 +172,8 @@ class Model {
   Status StepCuda(const StepInput& input, StepOutput& output);  // model_cuda_step.cc
   Status OffloadCuda();                                         // model_tier.cc
   Status RestoreCuda();
-  void ReleaseDeviceCuda();  // frees every device weight and workspace (the image holds the weights)
+  Status MakeHostImageCuda();  // every device weight copied into CudaState::image
+  void ReleaseDeviceCuda();    // frees every device weight and workspace (the image holds the weights)
 
   std::unique_ptr<Checkpoint> checkpoint_;
   ModelConfig config_;

@@ -47,10 +47,16 @@ uint64_t Align256(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 // Image layout: resident buffers, then units, then lanes, each at a 256-byte multiple.
 Status Model::OffloadCuda() {
   CudaState& st = *cuda_;
-  if (st.image.data() != nullptr) {  // kept from an earlier Offload: the bytes are there already
-    ReleaseDeviceCuda();
-    return Status::Ok();
-  }
+  if (st.image.data() == nullptr) DF11_RETURN_IF_ERROR(MakeHostImageCuda());  // else kept from an earlier Offload
+  // Nothing is released before every byte is on the host: a failure above leaves the model as it was.
+  st.resident_bases.clear();  // where the pointers into `resident` point, for Restore to move them
+  for (const cuda::DeviceBuffer& b : st.resident) st.resident_bases.push_back(b.as<const char>());
+  ReleaseDeviceCuda();
+  return Status::Ok();
+}
+
+Status Model::MakeHostImageCuda() {
+  CudaState& st = *cuda_;
   uint64_t total = 0;
   for (const cuda::DeviceBuffer& b : st.resident) total += Align256(b.bytes());
   for (const auto& u : st.units) total += Align256(u->buffer.device_bytes());
@@ -66,19 +72,13 @@ Status Model::OffloadCuda() {
   for (const auto& u : st.units) DF11_RETURN_IF_ERROR(copy_out(u->buffer.device_base(), u->buffer.device_bytes()));
   for (const DeviceLanesBuffer& l : st.lanes) DF11_RETURN_IF_ERROR(copy_out(l.device_base(), l.device_bytes()));
   DF11_RETURN_IF_ERROR(cuda::Synchronize(st.stream));
-  // Nothing is released before every byte is on the host: a failure above leaves the model as it was.
   st.image = std::move(image);
-  ReleaseDeviceCuda();
   return Status::Ok();
 }
 
 void Model::ReleaseDeviceCuda() {
   CudaState& st = *cuda_;
-  st.resident_bases.clear();
-  for (cuda::DeviceBuffer& b : st.resident) {
-    st.resident_bases.push_back(static_cast<const char*>(b.data()));
-    b.Release();
-  }
+  for (cuda::DeviceBuffer& b : st.resident) b.Release();
   for (auto& u : st.units) u->buffer.Release();
   for (DeviceLanesBuffer& l : st.lanes) l.Release();
   st.graphs.clear();  // they baked in the workspaces' addresses
@@ -91,12 +91,6 @@ void Model::ReleaseDeviceCuda() {
 
 Status Model::RestoreCuda() {
   CudaState& st = *cuda_;
-  auto release_all = [&] {
-    for (cuda::DeviceBuffer& b : st.resident) b.Release();
-    for (auto& u : st.units) u->buffer.Release();
-    for (DeviceLanesBuffer& l : st.lanes) l.Release();
-    for (cuda::DeviceBuffer* w : {&st.activations, &st.batch_arrays, &st.sampler_workspace}) w->Release();
-  };
   uint64_t offset = 0;
   auto next = [&](uint64_t bytes) {
     const char* p = st.image.data() + offset;
@@ -120,7 +114,7 @@ Status Model::RestoreCuda() {
   if (s.ok()) s = cuda::Synchronize(st.stream);
   if (!s.ok()) {
     static_cast<void>(cuda::Synchronize(st.stream));  // no copy may still read the image or write freed memory
-    release_all();
+    ReleaseDeviceCuda();
     return s;
   }
   // Every pointer into a resident buffer: same offset in the buffer's new allocation.
@@ -159,7 +153,7 @@ Status Model::RestoreCuda() {
   move(st.inv_freq_global);
   move(st.inv_freq_local);
   if (!moved.ok()) {
-    release_all();
+    ReleaseDeviceCuda();
     return moved;
   }
   st.resident_bases.clear();
@@ -169,6 +163,7 @@ Status Model::RestoreCuda() {
 #else
 
 Status Model::OffloadCuda() { return Unimplemented("this build has no CUDA"); }
+Status Model::MakeHostImageCuda() { return Unimplemented("this build has no CUDA"); }
 void Model::ReleaseDeviceCuda() {}
 Status Model::RestoreCuda() { return Unimplemented("this build has no CUDA"); }
 

@@ -19,6 +19,17 @@ log="$out/multi_model.log"
 status=0
 t0=$(date +%s)
 say() { echo "== [$(( $(date +%s) - t0 )) s] $*" | tee -a "$log"; }
+# Waits (up to 300 s) for df11d ($daemon) to answer health on $port; a failure sets status=1.
+wait_serving() {
+  local up=0
+  for _ in $(seq 1 600); do
+    if "$bundle/run" df11 health --addr 127.0.0.1:$port >/dev/null 2>&1; then up=1; break; fi
+    kill -0 $daemon 2>/dev/null || break
+    sleep 0.5
+  done
+  say "serving: $up"
+  [ $up = 1 ] || status=1
+}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt" >> "$log"
 
 say "Qwen3-8B-shaped random model, DF11"
@@ -32,14 +43,7 @@ say "df11d --device cuda --model a=DF11 --model b=DF11 (no memory flags)"
 "$bundle/run" df11d --device cuda --grpc-address 127.0.0.1:$port --metrics-address 127.0.0.1:$mport \
   --model a="$work/df11" --model b="$work/df11" > "$out/df11d.log" 2>&1 &
 daemon=$!
-up=0
-for _ in $(seq 1 600); do
-  if "$bundle/run" df11 health --addr 127.0.0.1:$port >/dev/null 2>&1; then up=1; break; fi
-  kill -0 $daemon 2>/dev/null || break
-  sleep 0.5
-done
-say "serving: $up"
-[ $up = 1 ] || status=1
+wait_serving
 for m in a b; do
   "$bundle/run" df11 generate --addr 127.0.0.1:$port -m $m --tokens 1,2,3,4 -n 16 -t 0 >> "$log" 2>&1 || status=1
 done
@@ -76,14 +80,7 @@ say "df11d with three models, --max-model-bytes for two, a host tier for one (mo
   --model a="$work/df11" --model b="$work/df11" --model c="$work/df11" --max-model-bytes 25000000000 \
   --max-host-model-bytes 12000000000 > "$out/df11d_tiers.log" 2>&1 &
 daemon=$!
-up=0
-for _ in $(seq 1 600); do
-  if "$bundle/run" df11 health --addr 127.0.0.1:$port >/dev/null 2>&1; then up=1; break; fi
-  kill -0 $daemon 2>/dev/null || break
-  sleep 0.5
-done
-say "serving: $up"
-[ $up = 1 ] || status=1
+wait_serving
 for m in c a c; do
   say "generate on $m"
   "$bundle/run" df11 generate --addr 127.0.0.1:$port -m $m --tokens 1,2,3,4 -n 16 -t 0 >> "$log" 2>&1 || status=1

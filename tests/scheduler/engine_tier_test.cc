@@ -182,7 +182,7 @@ TEST_F(EngineTierTest, ConcurrentClientsInRotationGetTheTokensOfAllResident) {
         EXPECT_EQ(m.to, host > 0 ? ModelTier::kHost : ModelTier::kDisk);
       }
     }
-    for (const RequestRecord& r : log.requests) waited += r.waited_for_promotion;
+    for (const RequestRecord& r : log.requests) waited += r.timings.waited_for_promotion;
     EXPECT_GE(promotions, 2) << "one model fits at a time: the other two had to come in";
     EXPECT_EQ(promotions, demotions);
     EXPECT_GE(waited, 2 * kPerModel);
