@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench/bench_main.h"
+#include "kernels/gpu.h"
 #include "scheduler/engine.h"
 
 namespace df11 {
@@ -301,6 +302,7 @@ int Main(int argc, char** argv) {
     cv.wait(lock, [&] { return done; });
   }
   out["device"] = DeviceName(o.device);
+  if (o.device == Device::kCuda) out["gpu"] = GpuName();  // the result names its GPU
   out["prompt"] = o.prompt;
   out["sampling"] = {{"temperature", o.temperature}, {"top_p", o.top_p}, {"frequency_penalty", o.frequency_penalty}};
   out["output"] = o.output;
