@@ -9,11 +9,15 @@
 // Usage: engine_bench --model NAME=DIR [--model NAME=DIR ...] [--device cpu|cuda]
 //          [--concurrency 1,8,32,64,128] [--prompt 512] [--output 256] [--requests-per-stream 1]
 //          [--max-batched-tokens 2048] [--kv-memory BYTES] [--max-model-bytes BYTES]
-//          [--max-host-model-bytes BYTES] [--json]
+//          [--max-host-model-bytes BYTES] [--resident-bf16] [--json]
 //          [--temperature T] [--top-p P] [--frequency-penalty F]  (seeded: request n uses seed n)
 // On CUDA without --kv-memory the KV budget is 0.9 x the free memory after the first model's
 // weights; to serve two models pass --max-model-bytes (room kept for all weights) or --kv-memory.
 // Models beyond --max-model-bytes are served from the host (--max-host-model-bytes) or disk tier.
+// --resident-bf16 holds DF11 models decoded as BF16 (ModelSpec::resident_bf16): the BF16 original,
+// from the DF11 files alone (a model too large to keep on disk in both formats).
+// Per level also: the largest and mean number of sequences in one step (how many run at once);
+// per model: its KV blocks and how many full prompt + output sequences they hold.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -41,7 +45,7 @@ struct BenchOptions {
   std::vector<int> concurrency = {1, 8, 32, 64, 128};
   int prompt = 512, output = 256, requests_per_stream = 1;
   int64_t max_batched_tokens = 2048, kv_memory = 0, max_model_bytes = 0, max_host_model_bytes = 0;
-  bool json = false;
+  bool json = false, resident_bf16 = false;
   float temperature = 0.0f, top_p = 1.0f, frequency_penalty = 0.0f;  // every request's sampling
 };
 
@@ -50,7 +54,7 @@ struct BenchOptions {
             << "usage: engine_bench --model NAME=DIR [--model ...] [--device cpu|cuda] [--concurrency 1,8,32]\n"
             << "                    [--prompt N] [--output N] [--requests-per-stream N] [--max-batched-tokens N]\n"
             << "                    [--kv-memory BYTES] [--max-model-bytes BYTES] [--max-host-model-bytes BYTES]\n"
-            << "                    [--json]\n"
+            << "                    [--resident-bf16] [--json]\n"
             << "                    [--temperature T] [--top-p P] [--frequency-penalty F]\n";
   std::exit(2);
 }
@@ -114,6 +118,8 @@ BenchOptions Parse(int argc, char** argv) {
       o.max_model_bytes = ParseInt(a, value());
     } else if (a == "--max-host-model-bytes") {
       o.max_host_model_bytes = ParseInt(a, value());
+    } else if (a == "--resident-bf16") {
+      o.resident_bf16 = true;
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--temperature") {
@@ -143,6 +149,7 @@ struct Collected {
   std::vector<double> gaps, ttft;
   std::map<std::string, std::pair<double, double>> step_seconds;  // model -> (step, decompress) sums
   std::map<std::string, int64_t> steps;
+  int64_t max_step_sequences = 0, step_sequences = 0;  // over all models' steps
   int64_t generated = 0;
   int finished = 0;
   std::vector<std::string> errors;
@@ -154,7 +161,7 @@ nlohmann::json RunLevel(Engine& engine, const BenchOptions& o, int concurrency, 
   {
     std::lock_guard lock(c.mu);
     c.gaps.clear(), c.ttft.clear(), c.step_seconds.clear(), c.steps.clear(), c.errors.clear();
-    c.generated = 0, c.finished = 0;
+    c.generated = 0, c.finished = 0, c.max_step_sequences = 0, c.step_sequences = 0;
   }
   std::mt19937 rng(concurrency);
   std::map<std::string, int64_t> vocab;
@@ -219,6 +226,10 @@ nlohmann::json RunLevel(Engine& engine, const BenchOptions& o, int concurrency, 
   double ttft = 0;
   for (double t : c.ttft) ttft += t;
   r["ttft_mean_ms"] = c.ttft.empty() ? 0 : 1000 * ttft / static_cast<double>(c.ttft.size());
+  int64_t all_steps = 0;
+  for (const auto& [model, n] : c.steps) all_steps += n;
+  r["max_step_sequences"] = c.max_step_sequences;
+  r["mean_step_sequences"] = static_cast<double>(c.step_sequences) / static_cast<double>(std::max<int64_t>(1, all_steps));
   for (const auto& [model, sums] : c.step_seconds) {
     const double n = static_cast<double>(std::max<int64_t>(1, c.steps[model]));
     r["models"][model] = {{"steps", c.steps[model]}, {"step_mean_ms", 1000 * sums.first / n},
@@ -243,6 +254,8 @@ int Main(int argc, char** argv) {
     c.step_seconds[s.model].first += s.step_seconds;
     c.step_seconds[s.model].second += s.decompress_seconds;
     ++c.steps[s.model];
+    c.max_step_sequences = std::max(c.max_step_sequences, s.sequences);
+    c.step_sequences += s.sequences;
   };
   observer.on_move = [&c](const MoveRecord& m) {
     std::lock_guard lock(c.mu);
@@ -273,6 +286,7 @@ int Main(int argc, char** argv) {
     spec.name = name;
     spec.path = dir;
     spec.kv_min_blocks = (o.prompt + o.output + eo.block_size - 1) / eo.block_size;
+    spec.resident_bf16 = o.resident_bf16;
     specs.push_back(spec);
   }
   if (Status st = (*engine)->LoadModels(specs); !st.ok()) {  // as df11d does: tiers beyond --max-model-bytes
@@ -319,19 +333,28 @@ int Main(int argc, char** argv) {
       r["demotions"] = c.demotions;
       r["promotion_seconds"] = c.promotion_seconds;
     }
-    if (!o.json) {
-      std::printf("concurrency %4d: %9.1f tok/s  itl mean %7.2f ms  p99 %7.2f ms  ttft %8.1f ms  promotions %lld\n",
-                  level, r["output_tokens_per_second"].get<double>(), r["itl_mean_ms"].get<double>(),
-                  r["itl_p99_ms"].get<double>(), r["ttft_mean_ms"].get<double>(),
-                  static_cast<long long>(r["promotions"].get<int64_t>()));
-      std::fflush(stdout);
+    {  // with --json on stderr, so that a run cut short still leaves its finished levels
+      std::fprintf(o.json ? stderr : stdout,
+          "concurrency %4d: %9.1f tok/s  itl mean %7.2f ms  p99 %7.2f ms  ttft %8.1f ms  promotions %lld  "
+          "sequences/step max %lld\n",
+          level, r["output_tokens_per_second"].get<double>(), r["itl_mean_ms"].get<double>(),
+          r["itl_p99_ms"].get<double>(), r["ttft_mean_ms"].get<double>(),
+          static_cast<long long>(r["promotions"].get<int64_t>()),
+          static_cast<long long>(r["max_step_sequences"].get<int64_t>()));
+      std::fflush(o.json ? stderr : stdout);
     }
     out["levels"].push_back(r);
   }
+  const int64_t blocks_per_sequence = (o.prompt + o.output + eo.block_size - 1) / eo.block_size;
   for (const ModelInfo& m : (*engine)->Models()) {
-    out["models"][m.name] = {{"path", m.path},          {"df11", m.df11},
-                             {"weight_bytes", m.weight_bytes}, {"kv_blocks", m.kv_blocks_total},
-                             {"load_seconds", m.load_seconds}, {"tier", TierName(m.tier)}};
+    out["models"][m.name] = {{"path", m.path},
+                             {"df11", m.df11},
+                             {"weight_bytes", m.weight_bytes},
+                             {"kv_blocks", m.kv_blocks_total},
+                             {"kv_bytes", m.kv_bytes},
+                             {"kv_sequences", m.kv_blocks_total / blocks_per_sequence},  // full prompt + output
+                             {"load_seconds", m.load_seconds},
+                             {"tier", TierName(m.tier)}};
   }
   if (o.json) std::cout << out.dump(2) << "\n";
   return 0;

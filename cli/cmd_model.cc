@@ -172,7 +172,7 @@ void Register(CLI::App& app) {
   static std::string src, dst, dir, preset;
   static int threads = 0, shards = 1;
   static unsigned seed = 1;
-  static bool as_json = false;
+  static bool as_json = false, random_df11 = false;
   auto* c = app.add_subcommand("compress", "Compress a BF16 Hugging Face checkpoint to DF11 (published layout)");
   c->add_option("SRC", src, "BF16 checkpoint directory")->required();
   c->add_option("DST", dst, "output directory (created)")->required();
@@ -191,17 +191,23 @@ void Register(CLI::App& app) {
   v->add_option("--threads", threads, "worker threads (0 = all cores)");
   v->callback([] { Verify(dst, src, threads); });
 
-  auto* r = app.add_subcommand("random-model", "Write a random-weight BF16 checkpoint (tests, demos, benchmarks)");
+  auto* r = app.add_subcommand("random-model", "Write a random-weight BF16 or DF11 checkpoint (tests, demos, benchmarks)");
   std::string presets;
   for (const auto& p : RandomModelPresets()) presets += (presets.empty() ? "" : ", ") + p;
   r->add_option("PRESET", preset, "one of: " + presets)->required();
   r->add_option("DIR", dir, "output directory")->required();
   r->add_option("--seed", seed, "random seed");
   r->add_option("--shards", shards, "number of safetensors files (> 1 writes an index)");
+  r->add_flag("--df11", random_df11,
+              "write DF11 directly, one unit at a time (the same files as compressing the one-shard BF16 model)");
+  r->add_option("--threads", threads, "DF11: encoder threads (0 = all cores)");
   r->callback([] {
+    if (random_df11 && shards != 1) throw CommandFailed(2, "--shards applies to BF16 output only");
     RandomModelOptions o;
     o.seed = seed;
     o.shards = shards;
+    o.df11 = random_df11;
+    o.threads = threads;
     Check(WriteRandomModel(preset, dir, o));
   });
 }

@@ -122,8 +122,9 @@ uint64_t Engine::Impl::ResidentBudget(uint64_t batch_bytes) const {
   return 0;
 }
 
-ModelOptions Engine::Impl::LoadOptions(uint64_t max_resident_bytes) const {
+ModelOptions Engine::Impl::LoadOptions(const ModelSpec& spec, uint64_t max_resident_bytes) const {
   ModelOptions model_options;
+  model_options.resident_bf16 = spec.resident_bf16;
   model_options.device = options.device;
   model_options.threads = options.threads;
   model_options.scratch = scratch;  // CUDA: shared; steps never overlap (one engine thread)
@@ -140,7 +141,7 @@ StatusOr<Engine::Impl::PreparedModel> Engine::Impl::Prepare(const ModelSpec& spe
   const EngineOptions& o = options;
   const std::string context = "model '" + spec.name + "'";
   PreparedModel p;
-  StatusOr<std::unique_ptr<Model>> model = Model::Load(spec.path, LoadOptions(ResidentBudget(batch_bytes)));
+  StatusOr<std::unique_ptr<Model>> model = Model::Load(spec.path, LoadOptions(spec, ResidentBudget(batch_bytes)));
   if (!model.ok()) return model.status().WithContext(context);
   p.model = std::move(model).value();
   if (std::filesystem::exists(spec.path + "/tokenizer.json")) {
@@ -270,10 +271,16 @@ Status Engine::LoadModels(const std::vector<ModelSpec>& specs) {
   for (const ModelSpec& spec : specs) {
     if (spec.pinned) order.push_back(&spec);
   }
+  // Host bytes already held: every image the engine published (a promoted model keeps its own),
+  // and a model registered since the last Publish by what it was registered as.
   uint64_t host_used = 0;
   {
     std::lock_guard lock(impl_->mu);
-    for (const auto& [name, m] : impl_->models) host_used += m.info.tier == ModelTier::kHost ? m.info.weight_bytes : 0;
+    for (const auto& [name, m] : impl_->models) {
+      auto st = std::find_if(impl_->stats.begin(), impl_->stats.end(), [&](const ModelStats& s) { return s.name == name; });
+      if (st != impl_->stats.end()) host_used += st->host_tier_bytes;
+      else if (m.info.tier == ModelTier::kHost) host_used += m.info.weight_bytes;
+    }
   }
   std::vector<Impl::PreparedModel> batch;
   bool demoted = false;

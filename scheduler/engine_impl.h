@@ -94,7 +94,7 @@ struct Engine::Impl {
   // resident models' weights and `batch_bytes` more, else (CUDA) the device's free memory; 0 = no
   // limit known.
   uint64_t ResidentBudget(uint64_t batch_bytes = 0) const;
-  ModelOptions LoadOptions(uint64_t max_resident_bytes) const;
+  ModelOptions LoadOptions(const ModelSpec& spec, uint64_t max_resident_bytes) const;
   // Startup with tiers: makes room for the next model of a LoadModels batch by demoting the least
   // recently loaded unpinned model of the batch (host tier if it fits, else disk). False: none left.
   bool DemoteForLoad(std::vector<PreparedModel>& batch, uint64_t& host_used);

@@ -168,12 +168,14 @@ Status Engine::Impl::StartMove(ModelSlot& target, const std::string& reason, Tie
   p.from = target.tier();
   p.to = ModelTier::kResident;
   p.reason = reason;
+  ModelSpec spec;
   {
     std::lock_guard lock(mu);
     auto it = models.find(target.name());
-    if (it != models.end()) p.path = it->second.spec.path;
+    if (it != models.end()) spec = it->second.spec;
   }
-  p.load_options = LoadOptions(limit == 0 ? 0 : (limit > used ? limit - used : 1));
+  p.path = spec.path;
+  p.load_options = LoadOptions(spec, limit == 0 ? 0 : (limit > used ? limit - used : 1));
   p.model = target.TakeModel();
   tasks.push_back(std::move(p));
   if (admin) tier_in_flight = std::move(*admin);

@@ -13,13 +13,14 @@ namespace df11 {
 
 // One model to serve.
 struct ModelSpec {
-  std::string name;           // served name; unique within the engine
-  std::string path;           // DF11 or BF16 model directory (tokenizer files optional)
-  double kv_share = 1.0;      // weight of this model in the shared KV remainder (> 0)
-  int64_t kv_min_blocks = 0;  // 0 = enough for one max-length sequence
-  double weight = 1.0;        // fairness weight between models with pending work (> 0)
-  int64_t max_seqs = 0;       // 0 = EngineOptions::max_seqs
-  bool pinned = false;        // never demoted from the device (residency.h)
+  std::string name;            // served name; unique within the engine
+  std::string path;            // DF11 or BF16 model directory (tokenizer files optional)
+  double kv_share = 1.0;       // weight of this model in the shared KV remainder (> 0)
+  int64_t kv_min_blocks = 0;   // 0 = enough for one max-length sequence
+  double weight = 1.0;         // fairness weight between models with pending work (> 0)
+  int64_t max_seqs = 0;        // 0 = EngineOptions::max_seqs
+  bool pinned = false;         // never demoted from the device (residency.h)
+  bool resident_bf16 = false;  // a DF11 model decoded at load and held as BF16 (ModelOptions::resident_bf16)
 };
 
 // Bounds of the ModelSpec fields (docs/api.md, "Configuration").

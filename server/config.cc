@@ -23,7 +23,7 @@ CLI::Option* Flag(CLI::App& app, const std::string& name, T& value, const std::s
 
 StatusOr<ModelSpec> ParseModelEntry(const nlohmann::json& m, const std::string& where) {
   if (!m.is_object()) return InvalidArgument(where + ": expected an object");
-  static const std::set<std::string> kKeys = {"name", "path", "kv_share", "weight", "priority", "max_seqs", "kv_min_blocks", "pinned"};
+  static const std::set<std::string> kKeys = {"name", "path", "kv_share", "weight", "priority", "max_seqs", "kv_min_blocks", "pinned", "resident_bf16"};
   for (const auto& [key, value] : m.items()) {
     if (!kKeys.count(key)) return InvalidArgument(where + "." + key + ": unknown key");
   }
@@ -62,6 +62,10 @@ StatusOr<ModelSpec> ParseModelEntry(const nlohmann::json& m, const std::string& 
   if (m.contains("pinned")) {
     if (!m["pinned"].is_boolean()) return InvalidArgument(where + ".pinned: expected true or false");
     spec.pinned = m["pinned"].get<bool>();
+  }
+  if (m.contains("resident_bf16")) {
+    if (!m["resident_bf16"].is_boolean()) return InvalidArgument(where + ".resident_bf16: expected true or false");
+    spec.resident_bf16 = m["resident_bf16"].get<bool>();
   }
   if (Status valid = ValidateModelSpec(spec); !valid.ok()) return InvalidArgument(where + "." + valid.message());
   return spec;

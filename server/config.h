@@ -2,7 +2,8 @@
 // DF11D_<FLAG_NAME> (e.g. --grpc-address <- DF11D_GRPC_ADDRESS), plus an optional JSON config
 // file listing the models to serve (docs/api.md, "Configuration"):
 //   {"models": [{"name": "qwen", "path": "/models/qwen3-8b-df11", "kv_share": 1.0,
-//                "weight": 1.0, "max_seqs": 0, "kv_min_blocks": 0, "pinned": false}]}
+//                "weight": 1.0, "max_seqs": 0, "kv_min_blocks": 0, "pinned": false,
+//                "resident_bf16": false}]}
 // ("priority" is accepted as an alias of "weight"). Unknown keys are errors.
 #pragma once
 

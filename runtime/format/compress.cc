@@ -1,5 +1,6 @@
 // DF11 compression pipeline (see compress.h).
 #include "runtime/format/compress.h"
+#include "runtime/format/compress_units.h"
 
 #include <algorithm>
 #include <chrono>
@@ -20,11 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-struct PlannedUnit {
-  std::string path;
-  std::vector<std::string> weights;  // tensor names in concatenation order
-};
-
 // Module paths: every proper dotted prefix of a tensor name ("a.b.c.weight" -> a, a.b, a.b.c).
 std::set<std::string> ModulePaths(const std::vector<std::string>& names) {
   std::set<std::string> paths;
@@ -34,8 +30,23 @@ std::set<std::string> ModulePaths(const std::vector<std::string>& names) {
   return paths;
 }
 
-StatusOr<std::vector<PlannedUnit>> PlanUnits(const Checkpoint& src, const PatternDict& patterns) {
-  const auto names = src.store().Names();
+std::vector<uint8_t> I64Bytes(const std::vector<int64_t>& v) {
+  std::vector<uint8_t> b(v.size() * 8);
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// Copies a tensor into the writer (by view: the source outlives the write).
+void AddPlain(SafetensorsWriter& w, const TensorSource& source, const std::string& name) {
+  SourceTensor t = source(name);
+  w.AddView(name, t.dtype, std::move(t.shape), t.bytes);
+}
+
+}  // namespace
+
+StatusOr<std::vector<PlannedUnit>> PlanUnits(const std::vector<std::string>& names, const ModelConfig& config,
+                                             const PatternDict& patterns, const std::string& where) {
+  const std::set<std::string> present(names.begin(), names.end());
   std::vector<PlannedUnit> plan;
   for (const auto& [pattern, attrs] : patterns) {
     DF11_ASSIGN_OR_RETURN(auto re, PythonRegex::Compile(pattern));
@@ -46,22 +57,16 @@ StatusOr<std::vector<PlannedUnit>> PlanUnits(const Checkpoint& src, const Patter
       if (attrs.empty()) unit.weights.push_back(path + ".weight");
       for (const auto& a : attrs) unit.weights.push_back(path + "." + a + ".weight");
       for (const auto& w : unit.weights) {
-        const auto e = src.store().Find(w);
-        if (e.file == nullptr) return NotFound(src.dir() + ": unit '" + path + "' needs tensor '" + w + "', absent");
-        if (e.info->dtype != DType::kBF16) {
-          return InvalidArgument(e.file->path() + ": '" + w + "' is " + DTypeName(e.info->dtype) +
-                                 "; DF11 compresses BF16 checkpoints only");
-        }
+        if (!present.contains(w)) return NotFound(where + ": unit '" + path + "' needs tensor '" + w + "', absent");
       }
       plan.push_back(std::move(unit));
     }
   }
   // A tied lm_head has no tensor of its own; the reference package still needs its unit (see
   // Df11PatternDict), so it gets a copy of the embedding.
-  const ModelConfig& config = src.config();
   const std::string head = config.lm_head_name.substr(0, config.lm_head_name.size() - 7);  // minus ".weight"
   const bool planned = std::any_of(plan.begin(), plan.end(), [&](const PlannedUnit& u) { return u.path == head; });
-  if (config.tie_word_embeddings && !planned && src.store().Find(config.lm_head_name).file == nullptr) {
+  if (config.tie_word_embeddings && !planned && !present.contains(config.lm_head_name)) {
     for (const auto& [pattern, attrs] : patterns) {
       DF11_ASSIGN_OR_RETURN(auto re, PythonRegex::Compile(pattern));
       DF11_ASSIGN_OR_RETURN(bool match, re->FullMatch(head));
@@ -79,27 +84,28 @@ StatusOr<std::vector<PlannedUnit>> PlanUnits(const Checkpoint& src, const Patter
   return plan;
 }
 
-std::vector<uint8_t> I64Bytes(const std::vector<int64_t>& v) {
-  std::vector<uint8_t> b(v.size() * 8);
-  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
-  return b;
+OtherTensors PlaceOtherTensors(const std::vector<std::string>& names, const std::vector<PlannedUnit>& plan) {
+  std::set<std::string> placed;
+  for (const auto& u : plan) placed.insert(u.weights.begin(), u.weights.end());
+  OtherTensors other;
+  for (const auto& name : names) {
+    if (placed.contains(name)) continue;
+    const PlannedUnit* owner = nullptr;
+    for (const auto& u : plan) {
+      if (name.starts_with(u.path + ".")) owner = &u;
+    }
+    if (owner != nullptr) other.extras[owner->path].push_back(name); else other.rest.push_back(name);
+  }
+  return other;
 }
 
-// Copies a BF16 tensor into the writer (by view: the source checkpoint outlives the write).
-void AddPlain(SafetensorsWriter& w, const Checkpoint& src, const std::string& name) {
-  const auto e = src.store().Find(name);
-  w.AddView(name, e.info->dtype, e.info->shape, src.store().Data(e));
-}
-
-// Encodes one unit, verifies it, and writes DST/<path with _>.safetensors with the unit's
-// tensors and the module's other parameters. Returns the report entry.
-StatusOr<CompressedUnitReport> CompressUnit(const Checkpoint& src, const PlannedUnit& unit, const std::string& dst,
-                                            const std::vector<std::string>& extra, int threads,
+StatusOr<CompressedUnitReport> CompressUnit(const TensorSource& source, const PlannedUnit& unit, const std::string& dst,
+                                            const std::vector<std::string>& extras, int threads,
                                             std::vector<std::string>& warnings) {
   std::vector<uint16_t> words;
   std::vector<int64_t> splits;
   for (const auto& w : unit.weights) {
-    const auto bytes = src.store().Data(src.store().Find(w));
+    const auto bytes = source(w).bytes;
     const size_t old = words.size();
     words.resize(old + bytes.size() / 2);
     std::memcpy(words.data() + old, bytes.data(), bytes.size());
@@ -108,12 +114,12 @@ StatusOr<CompressedUnitReport> CompressUnit(const Checkpoint& src, const Planned
   splits.pop_back();
   CompressedUnitReport report{unit.path, words.size(), 0, false};
   SafetensorsWriter writer;
-  for (const auto& name : extra) AddPlain(writer, src, name);
+  for (const auto& name : extras) AddPlain(writer, source, name);
   auto enc = EncodeUnit(words, threads);
   if (!enc.ok()) {
     // Exponents >= 240: find the weight that holds them and keep the unit as plain BF16.
     for (const auto& w : unit.weights) {
-      const auto bytes = src.store().Data(src.store().Find(w));
+      const auto bytes = source(w).bytes;
       for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
         const uint16_t v = static_cast<uint16_t>(bytes[i] | bytes[i + 1] << 8);
         if (ExponentOf(v) >= kFirstPointer) {
@@ -124,7 +130,7 @@ StatusOr<CompressedUnitReport> CompressUnit(const Checkpoint& src, const Planned
         }
       }
     }
-    for (const auto& w : unit.weights) AddPlain(writer, src, w);
+    for (const auto& w : unit.weights) AddPlain(writer, source, w);
     report.stored_plain = true;
     report.compressed_bytes = words.size() * 2;
   } else {
@@ -151,10 +157,13 @@ StatusOr<CompressedUnitReport> CompressUnit(const Checkpoint& src, const Planned
   return report;
 }
 
-Status WriteConfig(const std::string& src, const std::string& dst, const PatternDict& patterns) {
-  std::ifstream in(src + "/config.json");
-  json config = json::parse(in, nullptr, false);
-  if (config.is_discarded()) return InvalidArgument(src + "/config.json: not JSON");
+Status WriteRestTensors(const TensorSource& source, const std::vector<std::string>& rest, const std::string& dst) {
+  SafetensorsWriter writer;
+  for (const auto& name : rest) AddPlain(writer, source, name);
+  return writer.Write(dst + "/model.safetensors");
+}
+
+Status WriteDf11Config(json config, const std::string& dst, const PatternDict& patterns) {
   json dict = json::object();
   for (const auto& [p, attrs] : patterns) dict[p] = attrs;
   config["dfloat11_config"] = {{"version", "0.5.0"},
@@ -167,8 +176,6 @@ Status WriteConfig(const std::string& src, const std::string& dst, const Pattern
   return Status::Ok();
 }
 
-}  // namespace
-
 StatusOr<CompressReport> CompressCheckpoint(const std::string& src_dir, const std::string& dst,
                                             const CompressOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -180,35 +187,41 @@ StatusOr<CompressReport> CompressCheckpoint(const std::string& src_dir, const st
   if (ec) return InvalidArgument(dst + ": cannot create: " + ec.message());
 
   const PatternDict patterns = Df11PatternDict(src->config());
-  DF11_ASSIGN_OR_RETURN(auto plan, PlanUnits(*src, patterns));
+  const TensorStore& store = src->store();
+  const std::vector<std::string> names = store.Names();
+  DF11_ASSIGN_OR_RETURN(auto plan, PlanUnits(names, src->config(), patterns, src_dir));
   if (plan.empty()) return InvalidArgument(src_dir + ": no module matches the " + src->config().architecture + " pattern_dict");
+  for (const auto& unit : plan) {
+    for (const auto& w : unit.weights) {
+      const auto e = store.Find(w);
+      if (e.info->dtype != DType::kBF16) {
+        return InvalidArgument(e.file->path() + ": '" + w + "' is " + DTypeName(e.info->dtype) +
+                               "; DF11 compresses BF16 checkpoints only");
+      }
+    }
+  }
+  const TensorSource source = [&](const std::string& name) {
+    const auto e = store.Find(name);
+    return SourceTensor{e.info->dtype, e.info->shape, store.Data(e)};
+  };
 
   CompressReport report;
-  std::set<std::string> placed;
-  for (const auto& u : plan) placed.insert(u.weights.begin(), u.weights.end());
+  for (const auto& name : names) report.bf16_bytes += store.Find(name).info->nbytes;
   // Other parameters of each unit's module go to the unit's file, as the reference writes them.
-  std::map<std::string, std::vector<std::string>> extras;
-  std::vector<std::string> rest;
-  for (const auto& name : src->store().Names()) {
-    const auto e = src->store().Find(name);
-    report.bf16_bytes += e.info->nbytes;
-    if (placed.count(name)) continue;
-    const PlannedUnit* owner = nullptr;
-    for (const auto& u : plan) {
-      if (name.rfind(u.path + ".", 0) == 0) owner = &u;
-    }
-    if (owner != nullptr) extras[owner->path].push_back(name); else rest.push_back(name);
-  }
+  OtherTensors other = PlaceOtherTensors(names, plan);
   for (size_t i = 0; i < plan.size(); ++i) {
     DF11_ASSIGN_OR_RETURN(auto unit_report,
-                          CompressUnit(*src, plan[i], dst, extras[plan[i].path], options.threads, report.warnings));
+                          CompressUnit(source, plan[i], dst, other.extras[plan[i].path], options.threads, report.warnings));
     report.units.push_back(unit_report);
     if (options.progress) options.progress(i + 1, plan.size(), plan[i].path);
   }
-  SafetensorsWriter rest_writer;
-  for (const auto& name : rest) AddPlain(rest_writer, *src, name);
-  DF11_RETURN_IF_ERROR(rest_writer.Write(dst + "/model.safetensors"));
-  DF11_RETURN_IF_ERROR(WriteConfig(src_dir, dst, patterns));
+  DF11_RETURN_IF_ERROR(WriteRestTensors(source, other.rest, dst));
+  {
+    std::ifstream in(src_dir + "/config.json");
+    json config = json::parse(in, nullptr, false);
+    if (config.is_discarded()) return InvalidArgument(src_dir + "/config.json: not JSON");
+    DF11_RETURN_IF_ERROR(WriteDf11Config(std::move(config), dst, patterns));
+  }
   for (const auto& entry : fs::directory_iterator(src_dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file() || name == "config.json" || name == "model.safetensors.index.json" ||

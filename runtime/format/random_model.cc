@@ -10,6 +10,7 @@
 
 #include "kernels/base/parallel.h"
 #include "kernels/cpu_ops.h"
+#include "runtime/format/compress_units.h"
 #include "runtime/format/model_config.h"
 #include "runtime/format/safetensors.h"
 
@@ -55,6 +56,11 @@ json Preset(const std::string& name) {
     c = {{"architectures", {"Gemma3ForConditionalGeneration"}}, {"model_type", "gemma3"},
          {"text_config", text}, {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 32}}},
          {"torch_dtype", "bfloat16"}};
+  } else if (name == "qwen3-32b") {
+    c.update({{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"vocab_size", 151936},
+              {"hidden_size", 5120}, {"intermediate_size", 25600}, {"num_hidden_layers", 64},
+              {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"head_dim", 128},
+              {"max_position_embeddings", 40960}, {"rope_theta", 1000000.0}, {"tie_word_embeddings", false}});
   } else if (name == "qwen3-8b-2layers" || name == "qwen3-8b") {
     c.update({{"architectures", {"Qwen3ForCausalLM"}}, {"model_type", "qwen3"}, {"vocab_size", 151936},
               {"hidden_size", 4096}, {"intermediate_size", 12288}, {"num_hidden_layers", name == "qwen3-8b" ? 36 : 2},
@@ -82,10 +88,46 @@ std::vector<uint8_t> RandomTensor(int64_t n, bool is_norm, float stddev, uint32_
   return bytes;
 }
 
+// DF11 directly: each unit's weights (and its module's other tensors) generated, compressed and
+// written before the next unit's are made. Tensor i of `specs` gets seed options.seed + 1 + i, as
+// in a one-shard BF16 checkpoint.
+Status WriteDf11(const json& config, const ModelConfig& mc, const std::vector<WeightSpec>& specs, const std::string& dir,
+                 const RandomModelOptions& options) {
+  std::map<std::string, size_t> index;  // name -> spec
+  std::vector<std::string> names;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    index[specs[i].name] = i;
+    names.push_back(specs[i].name);
+  }
+  std::sort(names.begin(), names.end());  // TensorStore::Names order
+  std::map<std::string, std::vector<uint8_t>> made;  // the tensors of the unit being written
+  const TensorSource source = [&](const std::string& name) {
+    const WeightSpec& spec = specs[index.at(name)];
+    auto it = made.find(name);
+    if (it == made.end()) {
+      int64_t n = 1;
+      for (int64_t d : spec.shape) n *= d;
+      const uint32_t seed = options.seed + 1 + static_cast<uint32_t>(index.at(name));
+      it = made.emplace(name, RandomTensor(n, spec.kind == TensorKind::kNorm, options.stddev, seed)).first;
+    }
+    return SourceTensor{DType::kBF16, spec.shape, it->second};
+  };
+  const PatternDict patterns = Df11PatternDict(mc);
+  DF11_ASSIGN_OR_RETURN(auto plan, PlanUnits(names, mc, patterns, dir));
+  OtherTensors other = PlaceOtherTensors(names, plan);
+  std::vector<std::string> warnings;
+  for (const PlannedUnit& unit : plan) {
+    DF11_RETURN_IF_ERROR(CompressUnit(source, unit, dir, other.extras[unit.path], options.threads, warnings).status());
+    made.clear();
+  }
+  DF11_RETURN_IF_ERROR(WriteRestTensors(source, other.rest, dir));
+  return WriteDf11Config(config, dir, patterns);
+}
+
 }  // namespace
 
 std::vector<std::string> RandomModelPresets() {
-  return {"qwen3-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "phi3-tiny", "gemma3-tiny", "gemma3-mm-tiny", "qwen3-8b-2layers", "qwen3-8b"};
+  return {"qwen3-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "phi3-tiny", "gemma3-tiny", "gemma3-mm-tiny", "qwen3-8b-2layers", "qwen3-8b", "qwen3-32b"};
 }
 
 Status WriteRandomModel(const std::string& preset, const std::string& dir, const RandomModelOptions& options) {
@@ -97,16 +139,20 @@ Status WriteRandomModel(const std::string& preset, const std::string& dir, const
   }
   DF11_ASSIGN_OR_RETURN(ModelConfig mc, ParseModelConfig(config, preset));
   std::error_code ec;
+  if (options.df11 && std::filesystem::exists(dir) && !std::filesystem::is_empty(dir, ec)) {
+    return InvalidArgument(dir + ": exists and is not empty");
+  }
   std::filesystem::create_directories(dir, ec);
   if (ec) return InvalidArgument(dir + ": cannot create: " + ec.message());
+  auto specs = ExpectedWeights(mc);
+  if (mc.architecture == "Gemma3ForConditionalGeneration") {
+    specs.push_back({"vision_tower.vision_model.embeddings.patch_embedding.weight", {32, 3, 4, 4}});
+  }
+  if (options.df11) return WriteDf11(config, mc, specs, dir, options);
   {
     std::ofstream out(dir + "/config.json");
     out << config.dump(2) << "\n";
     if (!out) return Internal(dir + "/config.json: write failed");
-  }
-  auto specs = ExpectedWeights(mc);
-  if (mc.architecture == "Gemma3ForConditionalGeneration") {
-    specs.push_back({"vision_tower.vision_model.embeddings.patch_embedding.weight", {32, 3, 4, 4}});
   }
   const int shards = std::max(1, options.shards);
   json weight_map = json::object();

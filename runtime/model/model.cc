@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "kernels/df11_codec.h"
 #include "runtime/model/model_cuda.h"
 
 namespace df11 {
@@ -67,6 +68,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const Model
     DF11_RETURN_IF_ERROR(model->LoadLayer(layer, model->layers_[layer]));
   }
   DF11_RETURN_IF_ERROR(model->LoadHeads());
+  if (!model->resident_df11()) DF11_RETURN_IF_ERROR(model->DecodeLinearsToBf16());
   model->rope_global_ = {RopeInvFreq(c.rope, c.head_dim), 0};
   model->rope_local_ = {RopeInvFreq(c.rope_local, c.head_dim), 0};
   for (RopeKind* kind : {&model->rope_global_, &model->rope_local_}) {
@@ -74,7 +76,18 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const Model
   }
   if (options.device == Device::kCuda) {
     DF11_RETURN_IF_ERROR(model->LoadCuda());  // replaces the report with what the device holds
-  } else {
+    if (model->checkpoint_->is_df11() && options.resident_bf16) {
+      // The decoded host copies served only the upload (the CUDA step never reads them): a CPU
+      // read of one now fails with FAILED_PRECONDITION instead of holding BF16 bytes twice.
+      auto drop = [](LinearWeight& w) {
+        w.owned = {};
+        w.plain = nullptr;
+      };
+      for (LayerWeights& layer : model->layers_) std::for_each(layer.linears.begin(), layer.linears.end(), drop);
+      drop(model->embedding_);
+      drop(model->lm_head_);
+    }
+  } else if (model->resident_df11()) {
     model->scratch_ = UnitScratch(largest_unit);
   }
   model->report_.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -106,7 +119,7 @@ Status Model::LoadLayer(int64_t layer, LayerWeights& w) {
 void Model::FillLoadReport(uint64_t largest_unit_elements) {
   LoadReport& r = report_;
   r.device = options_.device;
-  r.df11 = checkpoint_->is_df11();
+  r.df11 = resident_df11();
   for (const Df11Unit& unit : checkpoint_->units()) {
     const UnitView& v = unit.view;
     r.weight_bytes += v.luts.size() + v.encoded_exponent.size() + v.sign_mantissa.size() +
@@ -128,11 +141,17 @@ void Model::FillLoadReport(uint64_t largest_unit_elements) {
         in_unit = in_unit || (span.data() == p && !span.empty());
       if (in_unit) break;
     }
+    // A unit's split sizes are read at load into its weights' offsets: neither resident nor a weight.
+    for (const Df11Unit& unit : checkpoint_->units()) in_unit = in_unit || name == unit.path + ".split_positions";
     if (in_unit) continue;
     r.weight_bytes += store.Data(e).size();
     r.bf16_weight_bytes += store.Data(e).size();
   }
   r.scratch_bytes = 2 * largest_unit_elements;
+  if (!r.df11) {  // resident_bf16: nothing is decoded per step
+    r.weight_bytes = r.bf16_weight_bytes;
+    r.scratch_bytes = 0;
+  }
 }
 
 // Embedding, final norm and lm_head. A tied model uses its lm_head unit when the checkpoint has
@@ -149,7 +168,35 @@ Status Model::LoadHeads() {
   }
   if (!c.tie_word_embeddings || head.status().code() != StatusCode::kNotFound) return head.status();
   DF11_ASSIGN_OR_RETURN(lm_head_, LocateLinear(*checkpoint_, embed_name, c.vocab_size, c.hidden_size));
+  lm_head_is_embedding_ = lm_head_.owned.empty();
   return Status::Ok();
+}
+
+// A tied model's lm_head unit is a copy of the embedding (same bits): as the BF16 original, the
+// head then reads the embedding's decoded words instead of a second copy.
+Status Model::DecodeLinearsToBf16() {
+  auto decode = [&](LinearWeight& w) -> Status {
+    if (w.unit == nullptr) return Status::Ok();
+    const uint64_t n = static_cast<uint64_t>(w.out_features) * static_cast<uint64_t>(w.in_features);
+    w.owned.resize(n);
+    DF11_RETURN_IF_ERROR(DecodeUnitCpuFast(w.unit->view, w.unit->layout, w.unit_offset, w.unit_offset + n,
+                                           w.owned.data(), options_.threads, checkpoint_->dir() + ": " + w.name));
+    w.unit = nullptr;
+    w.unit_offset = 0;
+    return Status::Ok();
+  };
+  for (LayerWeights& layer : layers_) {
+    for (LinearWeight& w : layer.linears) DF11_RETURN_IF_ERROR(decode(w));
+  }
+  DF11_RETURN_IF_ERROR(decode(embedding_));
+  if (config_.tie_word_embeddings) {
+    lm_head_.unit = nullptr;
+    lm_head_.owned = {};
+    lm_head_.plain = embedding_.owned.empty() ? embedding_.plain : embedding_.owned.data();
+    lm_head_is_embedding_ = true;
+    return Status::Ok();
+  }
+  return decode(lm_head_);
 }
 
 }  // namespace df11

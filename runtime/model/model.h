@@ -47,6 +47,10 @@ struct ModelOptions {
   // fused DF11 GEMV for up to 4 tokens (the BF16 Gemv's bits); false decodes every unit into the
   // scratch before its GEMMs, as before.
   bool df11_lanes = true;
+  // DF11 checkpoint: every unit is decoded once at load (on the CPU) and kept as BF16, so the model
+  // holds and runs exactly as its BF16 original would (same bits, same kernels, BF16's bytes and
+  // speed) from the DF11 files alone. No effect on a BF16 checkpoint.
+  bool resident_bf16 = false;
 };
 
 // How to sample a sequence's logits rows (sampler.h).
@@ -159,6 +163,10 @@ class Model {
   Status LoadLayer(int64_t layer, LayerWeights& out);
   Status LoadHeads();
   void FillLoadReport(uint64_t largest_unit_elements);
+  // ModelOptions::resident_bf16: each linear's unit slice decoded into LinearWeight::owned.
+  Status DecodeLinearsToBf16();
+  // Whether the weights stay DF11 in memory (a DF11 checkpoint without resident_bf16).
+  bool resident_df11() const { return checkpoint_->is_df11() && !options_.resident_bf16; }
 
   Status Validate(const StepInput& input) const;
   Status Embed(const std::vector<int32_t>& tokens, float* hidden);
@@ -180,8 +188,9 @@ class Model {
   ModelOptions options_;
   std::vector<LayerWeights> layers_;
   std::vector<float> final_norm_;
-  LinearWeight embedding_;  // [vocab, hidden]; gathered row by row, never decoded whole
-  LinearWeight lm_head_;    // [vocab, hidden]; the lm_head unit/tensor, or the embedding when tied
+  LinearWeight embedding_;             // [vocab, hidden]; gathered row by row, never decoded whole
+  LinearWeight lm_head_;               // [vocab, hidden]; the lm_head unit/tensor, or the embedding when tied
+  bool lm_head_is_embedding_ = false;  // tied, and lm_head_ reads the embedding's own words
   RopeKind rope_global_, rope_local_;
   UnitScratch scratch_;
   LoadReport report_;

@@ -294,9 +294,7 @@ Status Model::LoadCuda() {
     DF11_RETURN_IF_ERROR(st.SlimUnits());  // a layer at a time: at most one unit twice in VRAM
   }
   DF11_ASSIGN_OR_RETURN(st.embedding, st.UploadLinear(ckpt, embedding_, false));
-  const bool head_is_embedding = lm_head_.unit == embedding_.unit && lm_head_.plain == embedding_.plain &&
-                                 lm_head_.unit_offset == embedding_.unit_offset && lm_head_.owned.empty();
-  if (head_is_embedding && embedding_.unit == nullptr) {
+  if (lm_head_is_embedding_ && embedding_.unit == nullptr) {
     st.lm_head = st.embedding;  // tied BF16: one resident copy
   } else {
     DF11_ASSIGN_OR_RETURN(st.lm_head, st.UploadLinear(ckpt, lm_head_, true));
@@ -325,7 +323,7 @@ Status Model::LoadCuda() {
       st.sampler_workspace.Reserve(cuda::SamplingWorkspaceBytes(config_.vocab_size), "sampler workspace"));
   DF11_RETURN_IF_ERROR(cuda::Synchronize(st.stream));
   report_.device = Device::kCuda;
-  report_.df11 = checkpoint_->is_df11();
+  report_.df11 = resident_df11();
   report_.weight_bytes = st.weight_bytes;
   report_.bf16_weight_bytes = st.bf16_weight_bytes;
   report_.scratch_bytes = st.activations.bytes() + st.batch_arrays.bytes() + st.sampler_workspace.bytes();

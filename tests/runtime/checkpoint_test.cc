@@ -298,6 +298,48 @@ TEST_F(CheckpointTest, CorruptStreamIsCaughtByDecoding) {
   }
 }
 
+// The direct DF11 writer (random-model --df11) against the two-step path it replaces: every
+// file, config.json included, byte for byte equal to compressing the one-shard BF16 checkpoint.
+TEST_F(CheckpointTest, RandomModelWrittenAsDf11EqualsCompressedBf16) {
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  for (const std::string preset : {"qwen3-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "phi3-tiny", "gemma3-tiny",
+                                   "gemma3-mm-tiny"}) {
+    SCOPED_TRACE(preset);
+    for (const char* d : {"bf16", "df11", "direct"}) fs::remove_all(Path(d));
+    RandomModelOptions o;
+    o.seed = 7;
+    ASSERT_TRUE(WriteRandomModel(preset, Path("bf16"), o).ok());
+    ASSERT_TRUE(CompressCheckpoint(Path("bf16"), Path("df11"), {}).ok());
+    o.df11 = true;
+    const Status direct = WriteRandomModel(preset, Path("direct"), o);
+    ASSERT_TRUE(direct.ok()) << direct.ToString();
+    std::vector<std::string> want, got;
+    for (const auto& e : fs::directory_iterator(Path("df11"))) want.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(Path("direct"))) got.push_back(e.path().filename().string());
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    ASSERT_EQ(got, want);
+    EXPECT_GE(want.size(), 4u);  // config, model.safetensors, embedding, layers
+    for (const std::string& name : want) EXPECT_EQ(read(Path("direct") + "/" + name), read(Path("df11") + "/" + name)) << name;
+  }
+  // Another seed gives other weights; a non-empty directory is refused before anything is written.
+  RandomModelOptions other;
+  other.df11 = true;
+  other.seed = 7;
+  ASSERT_TRUE(WriteRandomModel("qwen3-tiny", Path("seven"), other).ok());
+  other.seed = 8;
+  ASSERT_TRUE(WriteRandomModel("qwen3-tiny", Path("other"), other).ok());
+  const std::string seven = read(Path("seven") + "/model_layers_0.safetensors");
+  ASSERT_GT(seven.size(), 1000u);
+  EXPECT_NE(read(Path("other") + "/model_layers_0.safetensors"), seven);
+  const Status again = WriteRandomModel("qwen3-tiny", Path("other"), other);
+  EXPECT_EQ(again.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(again.message().find("not empty"), std::string::npos) << again.ToString();
+}
+
 TEST_F(CheckpointTest, CompressRefusals) {
   MakePair("qwen3-tiny");
   auto again = CompressCheckpoint(Path("df11"), Path("x"), {});

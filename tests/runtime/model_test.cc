@@ -136,6 +136,52 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
   }
 }
 
+// ModelOptions::resident_bf16: the DF11 directory decoded at load is the BF16 model, in bytes held
+// and in every logit bit (prefill, 16 decode steps, a batch of 8), on every architecture.
+TEST_P(LosslessTest, Df11ResidentAsBf16IsTheBf16Model) {
+  const auto& [device, preset] = GetParam();
+  const auto [bf16_dir, df11_dir] = MakeModels(preset);
+  auto bf16 = LoadOrDie(bf16_dir, device);
+  ModelOptions o = OptionsFor(device);
+  o.resident_bf16 = true;
+  auto loaded = Model::Load(df11_dir, o);
+  ASSERT_TRUE(bf16 && loaded.ok()) << loaded.status().ToString();
+  Model& df11 = **loaded;
+  ASSERT_TRUE(df11.checkpoint().is_df11());
+  const LoadReport &r = df11.load_report(), &want = bf16->load_report();
+  EXPECT_FALSE(r.df11);
+  EXPECT_EQ(r.weight_bytes, want.weight_bytes);
+  EXPECT_EQ(r.bf16_weight_bytes, want.bf16_weight_bytes);
+  EXPECT_EQ(r.scratch_bytes, want.scratch_bytes);
+  EXPECT_EQ(r.shared_scratch_bytes, 0u);
+  EXPECT_EQ(r.lane_matrices, 0);
+  const int64_t vocab = bf16->config().vocab_size;
+  TestSession a(*bf16, 128), b(df11, 128);
+  auto la = a.Prefill(kPrompt, /*all_logits=*/true);
+  auto lb = b.Prefill(kPrompt, true);
+  ASSERT_EQ(la.size(), kPrompt.size() * vocab);
+  ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
+  int32_t token = Argmax(la, kPrompt.size() - 1, vocab);
+  for (int step = 0; step < 16; ++step) {
+    la = a.Decode(token);
+    lb = b.Decode(token);
+    ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << "step " << step;
+    token = Argmax(la, 0, vocab);
+  }
+  TestBatch ba(*bf16, 8, 8), bb(df11, 8, 8);
+  std::vector<std::vector<int32_t>> tokens(8);
+  for (int32_t i = 0; i < 8; ++i) tokens[i] = {i + 1, 7 * i + 2, 300 - i};
+  StepOutput oa, ob;
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_TRUE(ba.Run(tokens, false, &oa).ok());
+    ASSERT_TRUE(bb.Run(tokens, false, &ob).ok());
+    ASSERT_EQ(oa.logits.size(), ob.logits.size());
+    ASSERT_EQ(0, std::memcmp(oa.logits.data(), ob.logits.data(), oa.logits.size() * sizeof(float))) << "step " << step;
+    EXPECT_EQ(ob.decompress_seconds, 0.0) << "nothing is decoded per step";
+    for (int32_t i = 0; i < 8; ++i) tokens[i] = {Argmax(oa.logits, i, vocab)};
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Presets, LosslessTest,
                          ::testing::Combine(kDevices, ::testing::Values("qwen3-tiny", "llama-tiny", "qwen2-tiny",
                                                                         "mistral-tiny", "phi3-tiny", "gemma3-tiny")),
@@ -431,7 +477,9 @@ TEST_F(ModelCudaTest, GraphsMatchEagerBitForBit) {
         ASSERT_TRUE(e.Run(tokens, false, &eo).ok());
         ASSERT_EQ(go.logits.size(), eo.logits.size());
         ASSERT_EQ(0, std::memcmp(go.logits.data(), eo.logits.data(), go.logits.size() * 4)) << "step " << step;
-        if (graphs->checkpoint().is_df11()) EXPECT_GT(go.decompress_seconds, 0.0) << "step " << step;
+        if (graphs->checkpoint().is_df11()) {
+          EXPECT_GT(go.decompress_seconds, 0.0) << "step " << step;
+        }
         // Each shape's first step runs op by op, the next ones (step 8 too) from its graph.
         EXPECT_EQ(go.replayed_graph, step != 0 && step != 4) << "step " << step;
         EXPECT_FALSE(eo.replayed_graph);

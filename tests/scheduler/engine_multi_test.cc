@@ -123,7 +123,9 @@ TEST_F(EngineMultiTest, KvBudgetIsSplitByShareAfterMinimums) {
   Recorder after;
   const Status fits = (*engine)->Submit(Greedy("one", TestPrompt(62 * 4 + 10, 1), 2), after.Sink(0)).status();
   EXPECT_TRUE(fits.ok()) << fits.ToString();
-  if (fits.ok()) ASSERT_TRUE(after.WaitFinished(1));
+  if (fits.ok()) {
+    ASSERT_TRUE(after.WaitFinished(1));
+  }
 }
 
 // df11d loads its configured models as one: all weights, then one KV split over all of them,
@@ -236,6 +238,34 @@ TEST_F(EngineMultiTest, UnloadEndsTheModelsRequests) {
   EXPECT_TRUE((*engine)->Models().empty());
   EXPECT_EQ((*engine)->Submit(Greedy("m", {1}, 1), rec.Sink(9)).status().code(), StatusCode::kNotFound);
   EXPECT_EQ((*engine)->InFlight(), 0);
+}
+
+// ModelSpec::resident_bf16 reaches the model: the DF11 twin of "a" served decoded is "a" in bytes,
+// format and greedy tokens; the same files served compressed report DF11 and give the same tokens.
+TEST_F(EngineMultiTest, ResidentBf16ServesTheBf16Model) {
+  RandomModelOptions df11;
+  df11.seed = 1;  // "a"'s weights (WriteTinyModel: the tiny tokenizer's vocab)
+  df11.vocab_size = kTinyTokenizerVocab;
+  df11.df11 = true;
+  const std::string twin = Dir("a-df11");
+  if (!std::filesystem::exists(twin)) {
+    ASSERT_TRUE(WriteRandomModel("qwen3-tiny", twin, df11).ok());
+  }
+  auto engine = Engine::Create(SmallEngineOptions());
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  ASSERT_TRUE(e.LoadModels({{.name = "bf16", .path = Dir("a")},
+                            {.name = "decoded", .path = twin, .resident_bf16 = true},
+                            {.name = "compressed", .path = twin}})
+                  .ok());
+  std::map<std::string, ModelInfo> info;
+  for (const ModelInfo& m : e.Models()) info[m.name] = m;
+  EXPECT_FALSE(info["decoded"].df11);
+  EXPECT_TRUE(info["compressed"].df11);
+  EXPECT_EQ(info["decoded"].weight_bytes, info["bf16"].weight_bytes);
+  const Outcome want = RunAlone(e, Greedy("bf16", TestPrompt(9, 3), 12));
+  ASSERT_EQ(want.tokens.size(), 12u);
+  for (const char* m : {"decoded", "compressed"}) EXPECT_EQ(RunAlone(e, Greedy(m, TestPrompt(9, 3), 12)).tokens, want.tokens) << m;
 }
 
 TEST_F(EngineMultiTest, DestructorCancelsEverything) {

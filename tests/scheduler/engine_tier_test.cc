@@ -320,6 +320,28 @@ TEST_F(EngineTierTest, AdminPromoteDemotePin) {
   EXPECT_EQ(log.moves.front().reason, "admin");
 }
 
+// A promoted model keeps its host image, and a later LoadModels counts it against the host budget:
+// here the budget holds one image ("a"'s), so the model demoted to make room goes to disk.
+TEST_F(EngineTierTest, LaterLoadsCountTheImagesResidentModelsKeep) {
+  if (!std::filesystem::exists(Dir("d"))) {
+    ASSERT_TRUE(WriteTinyModel(Dir("d"), {.preset = "qwen3-tiny", .seed = 13}).ok());
+  }
+  auto engine = Engine::Create(TierOptions(2.5, 1.5));
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  ASSERT_TRUE(e.LoadModels({Specs()[0]}).ok());
+  ASSERT_TRUE(e.Demote("a", ModelTier::kHost).ok());
+  ASSERT_TRUE(e.Promote("a").ok());
+  ASSERT_EQ(Infos(e)["a"].tier, ModelTier::kResident);
+  // "d" loads first (reverse order), then "c" needs its room.
+  const Status loaded = e.LoadModels({Specs()[2], {.name = "d", .path = Dir("d")}});
+  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
+  auto info = Infos(e);
+  EXPECT_EQ(info["a"].tier, ModelTier::kResident);
+  EXPECT_EQ(info["c"].tier, ModelTier::kResident);
+  EXPECT_EQ(info["d"].tier, ModelTier::kDisk) << "the host budget holds a's image already";
+}
+
 TEST_F(EngineTierTest, KvPoolFollowsResidency) {
   auto engine = Engine::Create(TierOptions(2.5, 3));
   ASSERT_TRUE(engine.ok());

@@ -211,7 +211,9 @@ TEST_F(DaemonHardeningTest, ClientTextCannotForgeLogLines) {
     for (std::string line; std::getline(log, line);) {
       ++lines;
       EXPECT_NE(line.rfind("FORGED", 0), 0u) << "a forged line: " << line;
-      if (format == "json") EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded()) << line;
+      if (format == "json") {
+        EXPECT_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded()) << line;
+      }
     }
     EXPECT_GT(lines, 3);
     EXPECT_NE(d.LogText().find(format == "json" ? "\\nFORGED" : "\\nFORGED"), std::string::npos) << d.LogText();

@@ -232,7 +232,7 @@ TEST(Auth, KeyFiles) {
 TEST(Config, ModelsFile) {
   auto specs = ParseModelsConfig(
       R"({"models": [{"name": "a", "path": "/x", "kv_share": 2.5, "weight": 3, "max_seqs": 8},
-                     {"name": "b", "path": "/y", "priority": 2}]})",
+                     {"name": "b", "path": "/y", "priority": 2, "pinned": true, "resident_bf16": true}]})",
       "cfg.json");
   ASSERT_TRUE(specs.ok()) << specs.status().ToString();
   ASSERT_EQ(specs->size(), 2u);
@@ -243,6 +243,8 @@ TEST(Config, ModelsFile) {
   EXPECT_EQ((*specs)[0].max_seqs, 8);
   EXPECT_DOUBLE_EQ((*specs)[1].weight, 2.0);
   EXPECT_DOUBLE_EQ((*specs)[1].kv_share, 1.0);
+  EXPECT_FALSE((*specs)[0].pinned || (*specs)[0].resident_bf16);
+  EXPECT_TRUE((*specs)[1].pinned && (*specs)[1].resident_bf16);
 }
 
 TEST(Config, ModelsFileErrorsNameThePlace) {
@@ -258,6 +260,8 @@ TEST(Config, ModelsFileErrorsNameThePlace) {
        "cfg.json: models[0].name: byte 1 is not printable ASCII (10); names are printable ASCII without spaces"},
       {R"({"models": [{"name": "a", "path": "/x", "max_seqs": 1.5}]})", "cfg.json: models[0].max_seqs: expected an integer"},
       {R"({"models": [{"name": "a", "path": "/x", "colour": 1}]})", "cfg.json: models[0].colour: unknown key"},
+      {R"({"models": [{"name": "a", "path": "/x", "resident_bf16": 1}]})",
+       "cfg.json: models[0].resident_bf16: expected true or false"},
       {R"({"models": [{"name": "a", "path": "/x"}, {"name": "a", "path": "/y"}]})",
        "cfg.json: models[1].name: duplicate model name 'a'"},
   };
