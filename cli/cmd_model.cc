@@ -63,7 +63,7 @@ void Inspect(const std::string& dir, bool as_json, int threads) {
     std::vector<uint16_t> words(n);
     Check(DecodeUnitCpu(u.view, u.layout, 0, n, words.data(), threads, dir + ": " + u.path));
     const auto hist = ExponentHistogram(words, threads);
-    const uint8_t* lengths = u.view.luts.data() + (u.layout.num_luts - 1) * 256;
+    const uint8_t* lengths = u.view.luts.data() + static_cast<ptrdiff_t>(u.layout.num_luts - 1) * 256;
     std::map<int, uint64_t> by_length;
     for (int s = 0; s < 256; ++s) {
       if (hist[s]) by_length[lengths[s]] += hist[s];

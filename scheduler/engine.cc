@@ -276,10 +276,14 @@ Status Engine::LoadModels(const std::vector<ModelSpec>& specs) {
   uint64_t host_used = 0;
   {
     std::lock_guard lock(impl_->mu);
-    for (const auto& [name, m] : impl_->models) {
+    for (const auto& entry : impl_->models) {
+      const std::string& name = entry.first;
       auto st = std::find_if(impl_->stats.begin(), impl_->stats.end(), [&](const ModelStats& s) { return s.name == name; });
-      if (st != impl_->stats.end()) host_used += st->host_tier_bytes;
-      else if (m.info.tier == ModelTier::kHost) host_used += m.info.weight_bytes;
+      if (st != impl_->stats.end()) {
+        host_used += st->host_tier_bytes;
+      } else if (entry.second.info.tier == ModelTier::kHost) {
+        host_used += entry.second.info.weight_bytes;
+      }
     }
   }
   std::vector<Impl::PreparedModel> batch;

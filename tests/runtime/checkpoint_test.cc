@@ -94,7 +94,7 @@ TEST_F(CheckpointTest, LayerUnitMapsWeightsInPatternOrderWithShapes) {
   ASSERT_NE(layer, nullptr);
   ASSERT_EQ(layer->weights.size(), 7u);
   EXPECT_EQ(layer->weights[0].name, "model.layers.1.self_attn.q_proj.weight");
-  EXPECT_EQ(layer->weights[0].shape, (std::vector<int64_t>{4 * 32, 64}));
+  EXPECT_EQ(layer->weights[0].shape, (std::vector<int64_t>{int64_t{4} * 32, 64}));
   EXPECT_EQ(layer->weights[1].name, "model.layers.1.self_attn.k_proj.weight");
   EXPECT_EQ(layer->weights[1].offset, 128u * 64);
   EXPECT_EQ(layer->weights[6].name, "model.layers.1.mlp.down_proj.weight");
@@ -145,7 +145,7 @@ TEST_F(CheckpointTest, InfinityKeepsTheUnitPlainWithAWarning) {
   auto store = TensorStore::Open(Path("bf16"));
   ASSERT_TRUE(store.ok());
   const auto e = store->Find("model.layers.0.mlp.up_proj.weight");
-  const uint64_t offset = e.info->offset + 2 * 17;
+  const uint64_t offset = e.info->offset + uint64_t{2} * 17;
   const std::string file = e.file->path();
   store = TensorStore();  // unmap before writing
   {
