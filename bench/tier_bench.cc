@@ -1,4 +1,7 @@
 // tier_bench: what the model tiers cost on a GPU (scheduler/residency.h, Model::Offload/Restore).
+//   0. Making a host image's page-locked memory, per model at its weight bytes: cudaMallocHost
+//      against map + parallel first touch + cudaHostRegister (cuda::PinnedAlloc), seconds to
+//      allocate and to free, and a 1 GiB copy each way through it (the pages must copy as fast).
 //   1. Per model: Offload (device -> page-locked host image, allocation included) and Restore
 //      (host image -> device) seconds over --cycles round trips: the first Offload makes the
 //      image, later ones only free (the image is kept); Restore as a median, in GB/s of weight bytes,
@@ -70,6 +73,36 @@ std::pair<double, double> PcieRoofline() {
   return {best_h2d, best_d2h};
 }
 
+// Section 0 for one size: {allocate s, free s, to device GB/s, to host GB/s} per method.
+nlohmann::ordered_json PinnedAllocation(uint64_t bytes, GpuStream stream, const cuda::DeviceBuffer& device) {
+  nlohmann::ordered_json out;
+  constexpr uint64_t kCopy = uint64_t{1} << 30;
+  for (const auto& [how, label] : {std::pair{cuda::PinnedAlloc::kCudaMallocHost, "cudaMallocHost"},
+                                   std::pair{cuda::PinnedAlloc::kTouchThenRegister, "touch_then_register"}}) {
+    auto t = std::chrono::steady_clock::now();
+    auto host = cuda::PinnedHostBuffer::Allocate(bytes, "tier_bench", how);
+    if (!host.ok()) Fail(label, host.status());
+    const double allocate = Seconds(t);
+    const uint64_t n = std::min(kCopy, bytes);
+    t = std::chrono::steady_clock::now();
+    if (!cuda::CopyToDevice(device.data(), host->data(), n, stream).ok() || !cuda::Synchronize(stream).ok()) {
+      Fail(label, Internal("copy to device"));
+    }
+    const double h2d = static_cast<double>(n) / Seconds(t) / 1e9;
+    t = std::chrono::steady_clock::now();
+    if (!cuda::CopyToHost(host->data(), device.data(), n, stream).ok()) Fail(label, Internal("copy to host"));
+    const double d2h = static_cast<double>(n) / Seconds(t) / 1e9;
+    t = std::chrono::steady_clock::now();
+    *host = cuda::PinnedHostBuffer();
+    const double free_seconds = Seconds(t);
+    std::printf("  %.2f GB %-20s allocate %.3f s (%.1f GB/s), free %.3f s, 1 GiB copy to device %.1f GB/s, to host %.1f GB/s\n",
+                static_cast<double>(bytes) / 1e9, label, allocate, static_cast<double>(bytes) / allocate / 1e9, free_seconds,
+                h2d, d2h);
+    out[label] = {{"allocate_seconds", allocate}, {"free_seconds", free_seconds}, {"to_device_gbps", h2d}, {"to_host_gbps", d2h}};
+  }
+  return out;
+}
+
 // Greedy logits of one prefill of `prompt` on a fresh cache.
 std::vector<float> PrefillLogits(Model& model, const std::vector<int32_t>& prompt) {
   const int64_t block = 16, blocks = (static_cast<int64_t>(prompt.size()) + block) / block;
@@ -135,6 +168,14 @@ int Main(int argc, char** argv) {
     if (!model.ok()) Fail(dir, model.status());
     const double load_seconds = Seconds(t0);
     const LoadReport& r = (*model)->load_report();
+    {  // section 0, at this model's weight bytes, before its first Offload
+      auto stream = cuda::CreateStream();
+      auto device = cuda::DeviceBuffer::Allocate(uint64_t{1} << 30, "tier_bench");
+      if (!stream.ok() || !device.ok()) Fail("allocation buffers", device.status());
+      std::printf("%-12s page-locked allocation:\n", name.c_str());
+      report["pinned_allocation"][name] = PinnedAllocation(r.weight_bytes, *stream, *device);
+      cuda::DestroyStream(*stream);
+    }
     largest = std::max(largest, r.weight_bytes + r.scratch_bytes + r.shared_scratch_bytes);
     const std::vector<float> want = PrefillLogits(**model, tokens);
     std::vector<double> offload, restore;

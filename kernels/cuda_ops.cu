@@ -3,7 +3,14 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
 #include <string>
+#include <utility>
+
+#include "kernels/base/parallel.h"
 
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_ops_internal.cuh"
@@ -69,34 +76,71 @@ Status DeviceBuffer::Reacquire(const void* host, GpuStream stream, const char* w
   return CopyToDevice(data_, host, bytes, stream);
 }
 
-PinnedHostBuffer::~PinnedHostBuffer() {
-  if (data_ != nullptr) cudaFreeHost(data_);
+PinnedHostBuffer::~PinnedHostBuffer() { Free(); }
+
+void PinnedHostBuffer::Free() {
+  if (data_ == nullptr) return;
+  if (mapped_ > 0) {
+    cudaHostUnregister(data_);
+    munmap(data_, mapped_);
+  } else {
+    cudaFreeHost(data_);
+  }
+  data_ = nullptr;
+  bytes_ = mapped_ = 0;
 }
 
 PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& other) noexcept { *this = std::move(other); }
 
 PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) cudaFreeHost(data_);
-    data_ = other.data_;
-    bytes_ = other.bytes_;
-    other.data_ = nullptr;
-    other.bytes_ = 0;
+    Free();
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    mapped_ = std::exchange(other.mapped_, 0);
   }
   return *this;
 }
 
-StatusOr<PinnedHostBuffer> PinnedHostBuffer::Allocate(uint64_t bytes, const char* what) {
+StatusOr<PinnedHostBuffer> PinnedHostBuffer::Allocate(uint64_t bytes, const char* what, PinnedAlloc how) {
   PinnedHostBuffer b;
-  void* p = nullptr;
-  const cudaError_t err = cudaMallocHost(&p, bytes == 0 ? 256 : bytes);
+  const uint64_t size = bytes == 0 ? 256 : bytes;
+  auto refused = [&](const std::string& why) {
+    return ResourceExhausted(std::string("allocating ") + std::to_string(bytes) +
+                             " bytes of page-locked host memory for " + what + ": " + why);
+  };
+  if (how == PinnedAlloc::kCudaMallocHost) {
+    void* p = nullptr;
+    const cudaError_t err = cudaMallocHost(&p, size);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return refused(cudaGetErrorString(err));
+    }
+    b.data_ = static_cast<char*>(p);
+    b.bytes_ = bytes;
+    return b;
+  }
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return refused(std::string("mmap: ") + std::strerror(errno));
+  madvise(p, size, MADV_HUGEPAGE);  // best effort: fewer pages to fault in and to lock
+  // First touch of every 4 KiB page, 64 MiB per task on every core: the kernel zeroes them here.
+  constexpr uint64_t kChunk = uint64_t{64} << 20, kPage = 4096;
+  char* base = static_cast<char*>(p);
+  ParallelFor(static_cast<int64_t>((size + kChunk - 1) / kChunk), 0, [&](int64_t c0, int64_t c1, int) {
+    for (uint64_t at = static_cast<uint64_t>(c0) * kChunk; at < std::min(size, static_cast<uint64_t>(c1) * kChunk);
+         at += kPage) {
+      static_cast<volatile char*>(base)[at] = 0;
+    }
+  });
+  const cudaError_t err = cudaHostRegister(p, size, cudaHostRegisterDefault);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return ResourceExhausted(std::string("allocating ") + std::to_string(bytes) +
-                             " bytes of page-locked host memory for " + what + ": " + cudaGetErrorString(err));
+    munmap(p, size);
+    return refused(std::string("cudaHostRegister: ") + cudaGetErrorString(err));
   }
-  b.data_ = static_cast<char*>(p);
+  b.data_ = base;
   b.bytes_ = bytes;
+  b.mapped_ = size;
   return b;
 }
 

@@ -54,8 +54,13 @@ class DeviceBuffer {
   uint64_t bytes_ = 0;
 };
 
-// Page-locked host memory (cudaMallocHost), for copies at full PCIe speed. Move-only; freed on
-// destruction. RESOURCE_EXHAUSTED (naming `what` and the size) when the host refuses.
+// How PinnedHostBuffer gets its pages. kTouchThenRegister maps anonymous memory (transparent huge
+// pages asked for), faults every page in on all cores, then page-locks it (cudaHostRegister): the
+// zeroing the kernel does on first touch runs in parallel instead of inside one cudaMallocHost call.
+enum class PinnedAlloc { kCudaMallocHost, kTouchThenRegister };
+
+// Page-locked host memory, for copies at full PCIe speed. Move-only; freed on destruction.
+// RESOURCE_EXHAUSTED (naming `what` and the size) when the host refuses.
 class PinnedHostBuffer {
  public:
   PinnedHostBuffer() = default;
@@ -65,13 +70,16 @@ class PinnedHostBuffer {
   PinnedHostBuffer(const PinnedHostBuffer&) = delete;
   PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
 
-  static StatusOr<PinnedHostBuffer> Allocate(uint64_t bytes, const char* what);
+  static StatusOr<PinnedHostBuffer> Allocate(uint64_t bytes, const char* what,
+                                             PinnedAlloc how = PinnedAlloc::kTouchThenRegister);
   char* data() const { return data_; }
   uint64_t bytes() const { return bytes_; }
 
  private:
+  void Free();
   char* data_ = nullptr;
   uint64_t bytes_ = 0;
+  uint64_t mapped_ = 0;  // kTouchThenRegister: the mapping's length (0: cudaMallocHost)
 };
 
 Status CopyToDevice(void* dst, const void* src, uint64_t bytes, GpuStream stream);     // async w.r.t. device
