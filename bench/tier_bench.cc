@@ -95,10 +95,12 @@ nlohmann::ordered_json PinnedAllocation(uint64_t bytes, GpuStream stream, const 
     t = std::chrono::steady_clock::now();
     *host = cuda::PinnedHostBuffer();
     const double free_seconds = Seconds(t);
-    std::printf("  %.2f GB %-20s allocate %.3f s (%.1f GB/s), free %.3f s, 1 GiB copy to device %.1f GB/s, to host %.1f GB/s\n",
-                static_cast<double>(bytes) / 1e9, label, allocate, static_cast<double>(bytes) / allocate / 1e9, free_seconds,
-                h2d, d2h);
-    out[label] = {{"allocate_seconds", allocate}, {"free_seconds", free_seconds}, {"to_device_gbps", h2d}, {"to_host_gbps", d2h}};
+    std::printf(
+        "  %.2f GB %-20s allocate %.3f s (%.1f GB/s), free %.3f s, 1 GiB copy to device %.1f GB/s, to host %.1f GB/s\n",
+        static_cast<double>(bytes) / 1e9, label, allocate, static_cast<double>(bytes) / allocate / 1e9, free_seconds,
+        h2d, d2h);
+    out[label] = {
+        {"allocate_seconds", allocate}, {"free_seconds", free_seconds}, {"to_device_gbps", h2d}, {"to_host_gbps", d2h}};
   }
   return out;
 }

@@ -2,7 +2,6 @@
 // Attention lives in cuda_attention.cu.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -11,7 +10,6 @@
 #include <utility>
 
 #include "kernels/base/parallel.h"
-
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_ops_internal.cuh"
 
