@@ -300,10 +300,12 @@ Status Engine::LoadModels(const std::vector<ModelSpec>& specs) {
         batch.push_back(std::move(p).value());
         break;
       }
-      if (p.status().code() != StatusCode::kResourceExhausted || !impl_->DemoteForLoad(batch, host_used)) {
+      if (p.status().code() != StatusCode::kResourceExhausted) return p.status();
+      if (impl_->DemoteForLoad(batch, host_used)) {
+        demoted = true;
+      } else if (!impl_->DemoteRegisteredForLoad(*this)) {
         return p.status();
       }
-      demoted = true;
     }
   }
   if (demoted && impl_->options.device == Device::kCuda && impl_->options.max_model_bytes == 0) {
@@ -311,6 +313,30 @@ Status Engine::LoadModels(const std::vector<ModelSpec>& specs) {
                               "(--max-model-bytes, the device budget for weights) to serve them in tiers");
   }
   return impl_->Register(std::move(batch));
+}
+
+bool Engine::Impl::DemoteRegisteredForLoad(Engine& engine) {
+  if (options.max_model_bytes == 0) return false;
+  std::string victim;
+  {
+    std::lock_guard lock(mu);
+    uint64_t oldest = UINT64_MAX;
+    for (const ModelStats& st : stats) {
+      auto it = models.find(st.name);
+      if (it == models.end()) continue;
+      const ModelInfo& info = it->second.info;
+      const bool demotable = info.tier == ModelTier::kResident && !info.moving && !info.pinned && st.running == 0 &&
+                             st.waiting == 0;
+      if (demotable && st.last_used < oldest) {
+        oldest = st.last_used;
+        victim = st.name;
+      }
+    }
+  }
+  if (victim.empty()) return false;
+  const Status host = engine.Demote(victim, ModelTier::kHost);
+  if (host.ok()) return true;
+  return host.code() == StatusCode::kResourceExhausted && engine.Demote(victim, ModelTier::kDisk).ok();
 }
 
 Status Engine::UnloadModel(const std::string& name) {

@@ -94,7 +94,10 @@ class Engine {
 
   // Loads and registers a model (blocking the caller, not the engine). ALREADY_EXISTS for a
   // duplicate name, RESOURCE_EXHAUSTED when weights + scratch + minimum KV would not fit, load
-  // errors as Model::Load reports them.
+  // errors as Model::Load reports them. With tiers (max_model_bytes), a model that does not fit
+  // first makes room as a promotion would: idle unpinned resident models leave the device, least
+  // recently used first (to host when their image fits, else disk); RESOURCE_EXHAUSTED only when
+  // no such model is left.
   Status LoadModel(const ModelSpec& spec);
   // Loads several models as one, all or nothing: every model's weights first, then (when the KV
   // budget is still undecided: CUDA without kv_memory_bytes or max_model_bytes) the KV budget is

@@ -98,6 +98,10 @@ struct Engine::Impl {
   // Startup with tiers: makes room for the next model of a LoadModels batch by demoting the least
   // recently loaded unpinned model of the batch (host tier if it fits, else disk). False: none left.
   bool DemoteForLoad(std::vector<PreparedModel>& batch, uint64_t& host_used);
+  // For a model loaded into a running engine with tiers (max_model_bytes): demotes the least
+  // recently used idle unpinned resident model already registered, through the Admin path (to
+  // host when its image fits, else disk). False when there is none, or it became busy meanwhile.
+  bool DemoteRegisteredForLoad(Engine& engine);
 
   // engine_loop.cc
   void Run();

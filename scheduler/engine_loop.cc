@@ -156,6 +156,7 @@ void Engine::Impl::Publish() {
     auto it = models.find(s->name());
     if (it == models.end()) continue;
     st.host_tier_bytes = s->has_host_image() ? it->second.info.weight_bytes : 0;
+    st.last_used = s->last_used();
     ModelInfo& info = it->second.info;
     info.tier = s->tier();
     info.moving = s->moving();

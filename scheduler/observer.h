@@ -26,6 +26,7 @@ struct ModelStats {
   int64_t last_batch_sequences = 0, last_batch_tokens = 0;
   double last_step_seconds = 0, last_decompress_seconds = 0;
   uint64_t host_tier_bytes = 0;  // its weights' image in the host tier (kept after a promotion; ModelSlot)
+  uint64_t last_used = 0;        // the engine's use clock at its last step or arrival (larger = more recent)
 };
 
 // Called on the engine thread after every step and at every request's end; must not block.

@@ -342,6 +342,41 @@ TEST_F(EngineTierTest, LaterLoadsCountTheImagesResidentModelsKeep) {
   EXPECT_EQ(info["d"].tier, ModelTier::kDisk) << "the host budget holds a's image already";
 }
 
+// A model loaded into the running engine makes room as a promotion would: the least recently used
+// idle unpinned resident model leaves; with every resident model pinned, the load is refused.
+TEST_F(EngineTierTest, RuntimeLoadDemotesTheLeastRecentlyUsedIdleModel) {
+  for (bool pin_both : {false, true}) {
+    SCOPED_TRACE(pin_both ? "both pinned" : "unpinned");
+    auto engine = Engine::Create(TierOptions(2.5, 1.5));
+    ASSERT_TRUE(engine.ok());
+    Engine& e = **engine;
+    ASSERT_TRUE(e.LoadModels({Specs()[0], Specs()[1]}).ok());
+    // "b" then "a" serve a request: "b" is the least recently used.
+    for (const char* m : {"b", "a"}) ASSERT_EQ(RunAlone(e, Greedy(m, TestPrompt(6, 1), 2)).tokens.size(), 2u) << m;
+    if (pin_both) {
+      ASSERT_TRUE(e.SetPinned("a", true).ok());
+      ASSERT_TRUE(e.SetPinned("b", true).ok());
+    }
+    const Status loaded = e.LoadModel(Specs()[2]);
+    auto info = Infos(e);
+    if (pin_both) {
+      EXPECT_EQ(loaded.code(), StatusCode::kResourceExhausted) << loaded.ToString();
+      EXPECT_FALSE(info.contains("c"));
+      EXPECT_EQ(info["a"].tier, ModelTier::kResident);
+      EXPECT_EQ(info["b"].tier, ModelTier::kResident);
+      continue;
+    }
+    ASSERT_TRUE(loaded.ok()) << loaded.ToString();
+    EXPECT_EQ(info["a"].tier, ModelTier::kResident);
+    EXPECT_EQ(info["b"].tier, ModelTier::kHost);
+    EXPECT_EQ(info["c"].tier, ModelTier::kResident);
+    // Every model still answers: "b" comes back by demoting the least recently used of "a", "c",
+    // to disk: "b" keeps its image, and the host budget holds only one.
+    for (const char* m : {"c", "b"}) EXPECT_EQ(RunAlone(e, Greedy(m, TestPrompt(6, 2), 2)).tokens.size(), 2u) << m;
+    EXPECT_EQ(Infos(e)["a"].tier, ModelTier::kDisk);
+  }
+}
+
 TEST_F(EngineTierTest, KvPoolFollowsResidency) {
   auto engine = Engine::Create(TierOptions(2.5, 3));
   ASSERT_TRUE(engine.ok());
