@@ -131,10 +131,12 @@ StatusOr<PinnedHostBuffer> PinnedHostBuffer::Allocate(uint64_t bytes, const char
     }
   });
   const cudaError_t err = cudaHostRegister(p, size, cudaHostRegisterDefault);
-  if (err != cudaSuccess) {
+  if (err != cudaSuccess) {  // a host that refuses to register memory may still allocate it locked
     cudaGetLastError();
     munmap(p, size);
-    return refused(std::string("cudaHostRegister: ") + cudaGetErrorString(err));
+    StatusOr<PinnedHostBuffer> fallback = Allocate(bytes, what, PinnedAlloc::kCudaMallocHost);
+    if (fallback.ok()) return fallback;
+    return refused(std::string("cudaHostRegister: ") + cudaGetErrorString(err) + "; " + fallback.status().message());
   }
   b.data_ = base;
   b.bytes_ = bytes;

@@ -57,6 +57,7 @@ class DeviceBuffer {
 // How PinnedHostBuffer gets its pages. kTouchThenRegister maps anonymous memory (transparent huge
 // pages asked for), faults every page in on all cores, then page-locks it (cudaHostRegister): the
 // zeroing the kernel does on first touch runs in parallel instead of inside one cudaMallocHost call.
+// When the host refuses the registration, kTouchThenRegister falls back to cudaMallocHost.
 enum class PinnedAlloc { kCudaMallocHost, kTouchThenRegister };
 
 // Page-locked host memory, for copies at full PCIe speed. Move-only; freed on destruction.
