@@ -88,6 +88,13 @@ std::vector<uint8_t> RandomTensor(int64_t n, bool is_norm, float stddev, uint32_
   return bytes;
 }
 
+// The BF16 bytes of one weight of `spec`'s shape (norms near 1, the rest Gaussian).
+std::vector<uint8_t> RandomWeight(const WeightSpec& spec, float stddev, uint32_t seed) {
+  int64_t n = 1;
+  for (int64_t d : spec.shape) n *= d;
+  return RandomTensor(n, spec.kind == TensorKind::kNorm, stddev, seed);
+}
+
 // DF11 directly: each unit's weights (and its module's other tensors) generated, compressed and
 // written before the next unit's are made. Tensor i of `specs` gets seed options.seed + 1 + i, as
 // in a one-shard BF16 checkpoint.
@@ -102,15 +109,12 @@ Status WriteDf11(const json& config, const ModelConfig& mc, const std::vector<We
   std::sort(names.begin(), names.end());  // TensorStore::Names order
   std::map<std::string, std::vector<uint8_t>> made;  // the tensors of the unit being written
   const TensorSource source = [&](const std::string& name) {
-    const WeightSpec& spec = specs[index.at(name)];
+    const size_t i = index.at(name);
     auto it = made.find(name);
     if (it == made.end()) {
-      int64_t n = 1;
-      for (int64_t d : spec.shape) n *= d;
-      const uint32_t seed = options.seed + 1 + static_cast<uint32_t>(index.at(name));
-      it = made.emplace(name, RandomTensor(n, spec.kind == TensorKind::kNorm, options.stddev, seed)).first;
+      it = made.emplace(name, RandomWeight(specs[i], options.stddev, options.seed + 1 + static_cast<uint32_t>(i))).first;
     }
-    return SourceTensor{DType::kBF16, spec.shape, it->second};
+    return SourceTensor{DType::kBF16, specs[i].shape, it->second};
   };
   const PatternDict patterns = Df11PatternDict(mc);
   DF11_ASSIGN_OR_RETURN(auto plan, PlanUnits(names, mc, patterns, dir));
@@ -163,10 +167,7 @@ Status WriteRandomModel(const std::string& preset, const std::string& dir, const
     std::snprintf(file, sizeof(file), "model-%05d-of-%05d.safetensors", s + 1, shards);
     const std::string name = shards == 1 ? "model.safetensors" : file;
     for (size_t i = s; i < specs.size(); i += shards) {
-      int64_t n = 1;
-      for (int64_t d : specs[i].shape) n *= d;
-      const bool is_norm = specs[i].kind == TensorKind::kNorm;
-      w.Add(specs[i].name, DType::kBF16, specs[i].shape, RandomTensor(n, is_norm, options.stddev, ++seed));
+      w.Add(specs[i].name, DType::kBF16, specs[i].shape, RandomWeight(specs[i], options.stddev, ++seed));
       weight_map[specs[i].name] = name;
     }
     DF11_RETURN_IF_ERROR(w.Write(dir + "/" + name));

@@ -139,10 +139,10 @@ void Model::FillLoadReport(uint64_t largest_unit_elements) {
       const uint8_t* p = store.Data(e).data();
       for (const auto& span : {v.luts, v.encoded_exponent, v.sign_mantissa, v.output_positions, v.gaps})
         in_unit = in_unit || (span.data() == p && !span.empty());
+      // Its split sizes are read at load into the weights' offsets: neither resident nor a weight.
+      in_unit = in_unit || name == unit.path + ".split_positions";
       if (in_unit) break;
     }
-    // A unit's split sizes are read at load into its weights' offsets: neither resident nor a weight.
-    for (const Df11Unit& unit : checkpoint_->units()) in_unit = in_unit || name == unit.path + ".split_positions";
     if (in_unit) continue;
     r.weight_bytes += store.Data(e).size();
     r.bf16_weight_bytes += store.Data(e).size();

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
@@ -87,6 +88,43 @@ class LosslessTest : public ModelDirs, public ::testing::TestWithParam<std::tupl
   void TearDown() override { RemoveRoot(); }
 };
 
+// Prefill of kPrompt (every row's logits) and `steps` greedy decode steps on `a` and on `b`, one
+// sequence each: the logits must be the same bits at every step.
+void ExpectSameGreedyRun(Model& a, Model& b, int steps) {
+  const int64_t vocab = a.config().vocab_size;
+  TestSession sa(a, 128), sb(b, 128);
+  auto la = sa.Prefill(kPrompt, /*all_logits=*/true);
+  auto lb = sb.Prefill(kPrompt, true);
+  ASSERT_EQ(la.size(), kPrompt.size() * vocab);
+  ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
+  int32_t token = Argmax(la, kPrompt.size() - 1, vocab);
+  for (int step = 0; step < steps; ++step) {
+    la = sa.Decode(token);
+    lb = sb.Decode(token);
+    ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << "step " << step;
+    token = Argmax(la, 0, vocab);
+  }
+}
+
+// `seqs` sequences in one batch for `steps` greedy steps on `a` and on `b`: the same bits at every
+// step; `each` (optional) also sees b's output of every step.
+void ExpectSameBatches(Model& a, Model& b, int64_t seqs, int steps,
+                       const std::function<void(const StepOutput&)>& each = nullptr) {
+  const int64_t vocab = a.config().vocab_size;
+  TestBatch ba(a, 8, seqs), bb(b, 8, seqs);
+  std::vector<std::vector<int32_t>> tokens(seqs);
+  for (int32_t i = 0; i < seqs; ++i) tokens[i] = {i + 1, 7 * i + 2, 300 - i};
+  StepOutput oa, ob;
+  for (int step = 0; step < steps; ++step) {
+    ASSERT_TRUE(ba.Run(tokens, false, &oa).ok());
+    ASSERT_TRUE(bb.Run(tokens, false, &ob).ok());
+    ASSERT_EQ(oa.logits.size(), ob.logits.size());
+    ASSERT_EQ(0, std::memcmp(oa.logits.data(), ob.logits.data(), oa.logits.size() * sizeof(float))) << "step " << step;
+    if (each) each(ob);
+    for (int32_t i = 0; i < seqs; ++i) tokens[i] = {Argmax(oa.logits, i, vocab)};
+  }
+}
+
 // Prefill + 64 greedy decode steps from the DF11 directory and from the BF16 directory.
 TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
   const auto& [device, preset] = GetParam();
@@ -101,34 +139,11 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
   EXPECT_GT(r.weight_bytes, 0u);  // tiny units: the 16 KiB decode tables can outweigh the savings
   EXPECT_GE(r.bf16_weight_bytes, bf16->load_report().bf16_weight_bytes);  // a tied DF11 model may hold an lm_head copy
   EXPECT_GT(r.scratch_bytes, 0u);
-  const int64_t vocab = bf16->config().vocab_size;
-  TestSession a(*bf16, 128), b(*df11, 128);
-  auto la = a.Prefill(kPrompt, /*all_logits=*/true);
-  auto lb = b.Prefill(kPrompt, true);
-  ASSERT_EQ(la.size(), kPrompt.size() * vocab);
-  ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
-  int32_t token = Argmax(la, kPrompt.size() - 1, vocab);
-  for (int step = 0; step < 64; ++step) {
-    la = a.Decode(token);
-    lb = b.Decode(token);
-    ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << "step " << step;
-    token = Argmax(la, 0, vocab);
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectSameGreedyRun(*bf16, *df11, 64));
   // Batches: 3 sequences (on CUDA the fused DF11 GEMV, up to 4 tokens) and 8 (decoded, then GEMM).
   for (int64_t seqs : {3, 8}) {
     SCOPED_TRACE(std::to_string(seqs) + " sequences");
-    TestBatch ba(*bf16, 8, seqs), bb(*df11, 8, seqs);
-    std::vector<std::vector<int32_t>> tokens(seqs);
-    for (int32_t i = 0; i < seqs; ++i) tokens[i] = {i + 1, 7 * i + 2, 300 - i};
-    StepOutput oa, ob;
-    for (int step = 0; step < 8; ++step) {
-      ASSERT_TRUE(ba.Run(tokens, false, &oa).ok());
-      ASSERT_TRUE(bb.Run(tokens, false, &ob).ok());
-      ASSERT_EQ(oa.logits.size(), ob.logits.size());
-      ASSERT_EQ(0, std::memcmp(oa.logits.data(), ob.logits.data(), oa.logits.size() * sizeof(float)))
-          << "step " << step;
-      for (int32_t i = 0; i < seqs; ++i) tokens[i] = {Argmax(oa.logits, i, vocab)};
-    }
+    ASSERT_NO_FATAL_FAILURE(ExpectSameBatches(*bf16, *df11, seqs, 8));
   }
   if (device == Device::kCuda) {  // every DF11 linear as lane streams, each verified at load
     EXPECT_GT(r.lane_matrices, 0) << "the fused DF11 GEMV was not used";
@@ -155,31 +170,10 @@ TEST_P(LosslessTest, Df11ResidentAsBf16IsTheBf16Model) {
   EXPECT_EQ(r.scratch_bytes, want.scratch_bytes);
   EXPECT_EQ(r.shared_scratch_bytes, 0u);
   EXPECT_EQ(r.lane_matrices, 0);
-  const int64_t vocab = bf16->config().vocab_size;
-  TestSession a(*bf16, 128), b(df11, 128);
-  auto la = a.Prefill(kPrompt, /*all_logits=*/true);
-  auto lb = b.Prefill(kPrompt, true);
-  ASSERT_EQ(la.size(), kPrompt.size() * vocab);
-  ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
-  int32_t token = Argmax(la, kPrompt.size() - 1, vocab);
-  for (int step = 0; step < 16; ++step) {
-    la = a.Decode(token);
-    lb = b.Decode(token);
-    ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << "step " << step;
-    token = Argmax(la, 0, vocab);
-  }
-  TestBatch ba(*bf16, 8, 8), bb(df11, 8, 8);
-  std::vector<std::vector<int32_t>> tokens(8);
-  for (int32_t i = 0; i < 8; ++i) tokens[i] = {i + 1, 7 * i + 2, 300 - i};
-  StepOutput oa, ob;
-  for (int step = 0; step < 4; ++step) {
-    ASSERT_TRUE(ba.Run(tokens, false, &oa).ok());
-    ASSERT_TRUE(bb.Run(tokens, false, &ob).ok());
-    ASSERT_EQ(oa.logits.size(), ob.logits.size());
-    ASSERT_EQ(0, std::memcmp(oa.logits.data(), ob.logits.data(), oa.logits.size() * sizeof(float))) << "step " << step;
-    EXPECT_EQ(ob.decompress_seconds, 0.0) << "nothing is decoded per step";
-    for (int32_t i = 0; i < 8; ++i) tokens[i] = {Argmax(oa.logits, i, vocab)};
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectSameGreedyRun(*bf16, df11, 16));
+  ASSERT_NO_FATAL_FAILURE(ExpectSameBatches(*bf16, df11, 8, 4, [](const StepOutput& o) {
+    EXPECT_EQ(o.decompress_seconds, 0.0) << "nothing is decoded per step";
+  }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, LosslessTest,
