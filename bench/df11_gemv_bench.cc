@@ -1,10 +1,11 @@
-// The fused DF11 GEMV (df11_lanes_cuda.h) against the BF16 Gemv on the same weights, and against
+// The fused DF11 GEMV (df11_lanes_cuda.h), from Huffman lanes and from fixed lanes
+// (df11_lanes_fixed.h), against the BF16 Gemv on the same weights, and against
 // today's DF11 path (decode the unit into a BF16 scratch, then Gemv), on the linears of a
 // Qwen3-8B-shaped layer as the CUDA model runs them (q|k|v and gate|up stacked) and its lm_head,
-// 1..kGemvMaxTokens tokens; plus the decoders alone (lane decoder and chunk decoder, weights/s),
+// 1..kGemvMaxTokens tokens; plus the decoders alone (both lane decoders and the chunk decoder, weights/s),
 // beside the read roofline measured in the same run. Each timed call reads a different copy of
 // the weights (copies fill > 1 GB), so the 50 MB L2 never holds them. CUDA events, 3 warm-ups,
-// median of 30. Random N(0, 0.02) BF16 weights. Checks that the fused GEMV gives the BF16 Gemv's
+// median of 30. Random N(0, 0.02) BF16 weights. Checks that both fused GEMVs give the BF16 Gemv's
 // bits. Prints a table; --json FILE writes the numbers.
 #include <cuda_runtime.h>
 
@@ -23,6 +24,7 @@
 #include "kernels/cuda_gemm.h"
 #include "kernels/df11_codec.h"
 #include "kernels/df11_lanes_cuda.h"
+#include "kernels/df11_lanes_fixed.h"
 
 namespace df11 {
 namespace {
@@ -50,7 +52,7 @@ void Check(const Status& s) {
 struct Copy {
   cuda::DeviceBuffer plain;
   DeviceUnitBuffer unit;
-  DeviceLanesBuffer lanes;
+  DeviceLanesBuffer lanes, fixed;
 };
 
 int Main(int argc, char** argv) {
@@ -70,9 +72,9 @@ int Main(int argc, char** argv) {
   std::string json = "{\"gpu\": \"" + std::string(prop.name) +
                      "\", \"read_roofline_tbs\": " + std::to_string(roofline / 1e12) + ", \"results\": [";
   bool first_row = true;
-  double step_bf16[5] = {}, step_fused[5] = {}, step_scratch[5] = {};  // per token count, ms per step
-  std::printf("%-13s %3s | %9s %9s %9s | %6s %6s | %s\n", "linear", "T", "bf16 ms", "fused ms", "scratch", "fu/bf",
-              "sc/bf", "bits");
+  double step_bf16[5] = {}, step_fused[5] = {}, step_fixed[5] = {}, step_scratch[5] = {};  // per tokens, ms per step
+  std::printf("%-13s %3s | %9s %9s %9s %9s | %6s %6s %6s | %s\n", "linear", "T", "bf16 ms", "fused ms", "fixed ms",
+              "scratch", "fu/bf", "fx/bf", "sc/bf", "bits");
   for (const Shape& s : kShapes) {
     const uint64_t n = static_cast<uint64_t>(s.n) * s.k;
     std::vector<uint16_t> host(n);
@@ -85,6 +87,9 @@ int Main(int argc, char** argv) {
     Check(codes.status());
     auto lanes = BuildLaneStreams(*codes, host, s.n, s.k, LaneRowsPerTile(s.n), s.name);
     Check(lanes.status());
+    auto fixed = BuildFixedLaneStreams(host, ExponentHistogram(host), s.n, s.k, FixedRowsPerTile(s.n, s.k), s.name);
+    Check(fixed.status());
+    const uint64_t fixed_bytes = fixed->bytes() + enc->sign_mantissa.size();
     const uint64_t df11_bytes = enc->encoded_exponent.size() + enc->sign_mantissa.size() + enc->gaps.size() +
                                 enc->output_positions.size() + enc->luts.size();
     const uint64_t lanes_bytes = lanes->bytes() + enc->sign_mantissa.size() + enc->luts.size();
@@ -101,6 +106,9 @@ int Main(int argc, char** argv) {
       auto up = DeviceLanesBuffer::Upload(*lanes, nullptr);
       Check(up.status());
       cp.lanes = std::move(up).value();
+      auto upf = DeviceLanesBuffer::Upload(*fixed, nullptr);
+      Check(upf.status());
+      cp.fixed = std::move(upf).value();
     }
     auto scratch = cuda::DeviceBuffer::Allocate(2 * n, "scratch");
     Check(scratch.status());
@@ -121,13 +129,19 @@ int Main(int argc, char** argv) {
       Check(LaunchLanesDecode(c[i].lanes.lanes(), TablesOf(c[i].unit.unit()), c[i].unit.unit().sign_mantissa, out,
                               nullptr));
     });
+    const double fixed_decode = MedianMs(copies, [&](int i) {
+      Check(LaunchLanesDecode(c[i].fixed.lanes(), {}, c[i].unit.unit().sign_mantissa, out, nullptr));
+    });
     const double chunk_decode = MedianMs(
         copies, [&](int i) { Check(LaunchDf11Decode(c[i].unit.unit(), c[i].unit.layout(), 0, n, out, nullptr)); });
     std::printf(
-        "%-13s     decoders: lanes %.4f ms (%.0f G weights/s), chunks %.4f ms (%.0f G/s); bytes: BF16 %.1f MB, "
-        "DF11 %.1f MB, lanes %.1f MB (%.4f x DF11)\n",
-        s.name, lane_decode, n / (lane_decode * 1e6), chunk_decode, n / (chunk_decode * 1e6), 2.0 * n / 1e6,
-        df11_bytes / 1e6, lanes_bytes / 1e6, static_cast<double>(lanes_bytes) / df11_bytes);
+        "%-13s     decoders: lanes %.4f ms (%.0f G weights/s), fixed %.4f ms (%.0f G/s), chunks %.4f ms (%.0f G/s); "
+        "bytes: BF16 %.1f MB, DF11 %.1f MB, lanes %.1f MB (%.4f x DF11), fixed %.1f MB (%.4f x DF11, %d rows per "
+        "tile)\n",
+        s.name, lane_decode, n / (lane_decode * 1e6), fixed_decode, n / (fixed_decode * 1e6), chunk_decode,
+        n / (chunk_decode * 1e6), 2.0 * n / 1e6, df11_bytes / 1e6, lanes_bytes / 1e6,
+        static_cast<double>(lanes_bytes) / df11_bytes, fixed_bytes / 1e6, static_cast<double>(fixed_bytes) / df11_bytes,
+        fixed->rows_per_tile);
     for (const int64_t t : {1, 2, 3, 4}) {
       const double bf16 = MedianMs(copies, [&](int i) {
         Check(cuda::Gemv(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
@@ -135,6 +149,9 @@ int Main(int argc, char** argv) {
       const double fused = MedianMs(copies, [&](int i) {
         Check(Df11Gemv(x, c[i].lanes.lanes(), TablesOf(c[i].unit.unit()), c[i].unit.unit().sign_mantissa, nullptr, t,
                        false, y2, nullptr));
+      });
+      const double fused_fixed = MedianMs(copies, [&](int i) {
+        Check(Df11Gemv(x, c[i].fixed.lanes(), {}, c[i].unit.unit().sign_mantissa, nullptr, t, false, y2, nullptr));
       });
       const double via_scratch = MedianMs(copies, [&](int i) {
         Check(LaunchDf11Decode(c[i].unit.unit(), c[i].unit.layout(), 0, n, out, nullptr));
@@ -147,30 +164,40 @@ int Main(int argc, char** argv) {
       std::vector<uint16_t> a(t * s.n), b(t * s.n);
       CK(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(b.data(), y2, b.size() * 2, cudaMemcpyDeviceToHost));
-      const bool same = a == b;
+      Check(Df11Gemv(x, c[0].fixed.lanes(), {}, c[0].unit.unit().sign_mantissa, nullptr, t, false, y2, nullptr));
+      std::vector<uint16_t> f(t * s.n);
+      CK(cudaMemcpy(f.data(), y2, f.size() * 2, cudaMemcpyDeviceToHost));
+      const bool same = a == b, same_fixed = a == f;
       step_bf16[t] += s.per_step * bf16;
       step_fused[t] += s.per_step * fused;
+      step_fixed[t] += s.per_step * fused_fixed;
       step_scratch[t] += s.per_step * via_scratch;
-      std::printf("%-13s %3ld | %9.4f %9.4f %9.4f | %6.3f %6.3f | %s\n", s.name, static_cast<long>(t), bf16, fused,
-                  via_scratch, fused / bf16, via_scratch / bf16, same ? "same" : "DIFFER");
-      json += std::string(first_row ? "" : ",") + "\n  {\"linear\": \"" + s.name + "\", \"n\": " + std::to_string(s.n) +
-              ", \"k\": " + std::to_string(s.k) + ", \"tokens\": " + std::to_string(t) +
-              ", \"bf16_gemv_ms\": " + std::to_string(bf16) + ", \"df11_fused_ms\": " + std::to_string(fused) +
-              ", \"df11_decode_then_gemv_ms\": " + std::to_string(via_scratch) +
-              ", \"fused_bits_equal_bf16\": " + (same ? "true" : "false") +
-              ", \"lane_decode_ms\": " + std::to_string(lane_decode) +
-              ", \"chunk_decode_ms\": " + std::to_string(chunk_decode) + ", \"bf16_bytes\": " + std::to_string(2 * n) +
-              ", \"df11_bytes\": " + std::to_string(df11_bytes) + ", \"lanes_bytes\": " + std::to_string(lanes_bytes) +
-              "}";
+      std::printf("%-13s %3ld | %9.4f %9.4f %9.4f %9.4f | %6.3f %6.3f %6.3f | %s %s\n", s.name, static_cast<long>(t),
+                  bf16, fused, fused_fixed, via_scratch, fused / bf16, fused_fixed / bf16, via_scratch / bf16,
+                  same ? "same" : "DIFFER", same_fixed ? "same" : "DIFFER");
+      json +=
+          std::string(first_row ? "" : ",") + "\n  {\"linear\": \"" + s.name + "\", \"n\": " + std::to_string(s.n) +
+          ", \"k\": " + std::to_string(s.k) + ", \"tokens\": " + std::to_string(t) +
+          ", \"bf16_gemv_ms\": " + std::to_string(bf16) + ", \"df11_fused_ms\": " + std::to_string(fused) +
+          ", \"df11_decode_then_gemv_ms\": " + std::to_string(via_scratch) +
+          ", \"fused_bits_equal_bf16\": " + (same ? "true" : "false") +
+          ", \"df11_fixed_fused_ms\": " + std::to_string(fused_fixed) +
+          ", \"fixed_bits_equal_bf16\": " + (same_fixed ? "true" : "false") +
+          ", \"fixed_decode_ms\": " + std::to_string(fixed_decode) +
+          ", \"fixed_bytes\": " + std::to_string(fixed_bytes) + ", \"lane_decode_ms\": " + std::to_string(lane_decode) +
+          ", \"chunk_decode_ms\": " + std::to_string(chunk_decode) + ", \"bf16_bytes\": " + std::to_string(2 * n) +
+          ", \"df11_bytes\": " + std::to_string(df11_bytes) + ", \"lanes_bytes\": " + std::to_string(lanes_bytes) + "}";
       first_row = false;
     }
   }
   std::printf("\nlinears of one decode step (36 layers + lm_head), ms:\n");
   for (int t = 1; t <= 4; ++t) {
-    std::printf("  T=%d: BF16 Gemv %.3f, DF11 fused %.3f (%.3fx), DF11 decode+Gemv %.3f (%.3fx)\n", t, step_bf16[t],
-                step_fused[t], step_fused[t] / step_bf16[t], step_scratch[t], step_scratch[t] / step_bf16[t]);
+    std::printf("  T=%d: BF16 Gemv %.3f, DF11 fused %.3f (%.3fx), fixed %.3f (%.3fx), DF11 decode+Gemv %.3f (%.3fx)\n",
+                t, step_bf16[t], step_fused[t], step_fused[t] / step_bf16[t], step_fixed[t],
+                step_fixed[t] / step_bf16[t], step_scratch[t], step_scratch[t] / step_bf16[t]);
     json += std::string(",") + "\n  {\"step_linears_tokens\": " + std::to_string(t) +
             ", \"bf16_ms\": " + std::to_string(step_bf16[t]) + ", \"df11_fused_ms\": " + std::to_string(step_fused[t]) +
+            ", \"df11_fixed_fused_ms\": " + std::to_string(step_fixed[t]) +
             ", \"df11_decode_then_gemv_ms\": " + std::to_string(step_scratch[t]) + "}";
   }
   json += "\n]}\n";

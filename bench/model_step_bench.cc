@@ -1,6 +1,7 @@
 // model_step_bench: forward-step latency of a BF16 model and its DF11 twin on the GPU.
 // Usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] [--prefill N]
 //                         [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes]
+//                         [--lane-code auto|huffman|fixed]
 // Per model (loaded one after the other): every sequence first gets P (default 512) cached
 // positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
 // decode steps where sequences 0..B-1 each append one token at position P (the same work every
@@ -18,7 +19,8 @@
 // (78 MB at batch 128), as this benchmark did before.
 // Decode steps replay CUDA graphs (ModelOptions::cuda_graphs; profiled runs never do); --eager
 // runs them op by op. DF11 linears run the fused DF11 GEMV up to 4 tokens (ModelOptions::
-// df11_lanes); --no-lanes decodes every unit into the scratch first, as before.
+// df11_lanes); --no-lanes decodes every unit into the scratch first, as before. --lane-code picks
+// how lane streams code exponents (ModelOptions::df11_lane_code; default auto).
 // Every decode line also gives its floor: the model's weights plus each sequence's KV read once at
 // the read roofline measured first (read_roofline.h), and the step's ratio to it.
 #include <cuda_runtime.h>
@@ -48,6 +50,7 @@ struct Options {
   bool profile = false;
   bool eager = false;
   bool no_lanes = false;
+  ModelOptions::LaneCodeChoice lane_code = ModelOptions::LaneCodeChoice::kAuto;
   bool logits = false;  // decode steps copy fp32 logits to the host instead of sampling
 };
 
@@ -126,7 +129,7 @@ json ProfileOf(const Timing& t, const char* label) {
 // read_bytes_per_s: the read roofline (read_roofline.h); a decode step's floor is its weights plus
 // every sequence's KV read once at that rate.
 StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_bytes_per_s) {
-  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda, .cuda_graphs = !o.eager, .df11_lanes = !o.no_lanes}));
+  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda, .cuda_graphs = !o.eager, .df11_lanes = !o.no_lanes, .df11_lane_code = o.lane_code}));
   const ModelConfig& c = model->config();
   const LoadReport& r = model->load_report();
   const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
@@ -156,6 +159,7 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
   json result = {{"dir", dir},
                  {"cuda_graphs", !o.eager},
                  {"df11_lane_matrices", r.lane_matrices},
+                 {"df11_fixed_lane_matrices", r.fixed_lane_matrices},
                  {"load_warnings", r.warnings},
                  {"load_seconds", r.load_seconds},
                  {"lanes_seconds",
@@ -244,6 +248,12 @@ bool ParseArgs(int argc, char** argv, Options& o) {
       o.eager = true;
     } else if (a == "--no-lanes") {
       o.no_lanes = true;
+    } else if (a == "--lane-code") {
+      const std::string v = value();
+      if (v != "auto" && v != "huffman" && v != "fixed") return false;
+      o.lane_code = v == "fixed"     ? ModelOptions::LaneCodeChoice::kFixed3
+                    : v == "huffman" ? ModelOptions::LaneCodeChoice::kHuffman
+                                     : ModelOptions::LaneCodeChoice::kAuto;
     } else if (a == "--logits") {
       o.logits = true;
     } else if (a == "--batches") {
@@ -264,7 +274,8 @@ int Main(int argc, char** argv) {
   Options o;
   if (!ParseArgs(argc, argv, o)) {
     std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
-                         "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes]\n");
+                         "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes] "
+                         "[--lane-code auto|huffman|fixed]\n");
     return 2;
   }
   cudaDeviceProp prop{};

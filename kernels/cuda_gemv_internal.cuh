@@ -23,6 +23,27 @@ __device__ __forceinline__ void GemvDot8(const uint4& w, const uint4& x, float& 
   }
 }
 
+// x's 8 bf16 as floats, in the order GemvDot8 takes them (a kernel that multiplies one x chunk
+// with several rows converts it once).
+__device__ __forceinline__ void GemvExpand8(const uint4& x, float (&xf)[8]) {
+  const uint32_t xv[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    xf[2 * i] = __uint_as_float(xv[i] << 16);
+    xf[2 * i + 1] = __uint_as_float(xv[i] & 0xffff0000u);
+  }
+}
+
+// GemvDot8 with x expanded by GemvExpand8: the same fused multiply-adds in the same order.
+__device__ __forceinline__ void GemvDot8(const uint4& w, const float (&xf)[8], float& acc) {
+  const uint32_t wv[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc = fmaf(__uint_as_float(wv[i] << 16), xf[2 * i], acc);
+    acc = fmaf(__uint_as_float(wv[i] & 0xffff0000u), xf[2 * i + 1], acc);
+  }
+}
+
 // Rows first + [0, kRows) (those < n) of y [kTokens, n]: every lane passes its partial sums; lane 0
 // writes. bias: [n] fp32 or null; accumulate: y's old value joins the sum.
 template <int kRows, int kTokens>

@@ -53,6 +53,31 @@ cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, cu
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
+// A persistent grid's fit: how many blocks of a kernel every SM holds at once, asked once per
+// thread and device (a caller keeps one, function-local static thread_local, per kernel instance).
+struct PersistentFit {
+  int device = -1, max_blocks = 0;
+};
+
+// Launches min(blocks_wanted, what fits the GPU at once) blocks of `threads` as a dependent
+// (LaunchDependent); `what` names the kernel in errors.
+template <typename... Params, typename... Args>
+Status LaunchPersistent(void (*kernel)(Params...), int64_t blocks_wanted, int threads, PersistentFit& fit,
+                        cudaStream_t stream, const char* what, Args... args) {
+  int current = 0;
+  DF11_RETURN_IF_ERROR(CheckCuda(cudaGetDevice(&current), "cudaGetDevice"));
+  if (current != fit.device) {
+    int sms = 0, per_sm = 0;
+    DF11_RETURN_IF_ERROR(CheckCuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, current), "SM count"));
+    DF11_RETURN_IF_ERROR(CheckCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0), what));
+    fit.max_blocks = per_sm * sms > 1 ? per_sm * sms : 1;
+    fit.device = current;
+  }
+  const int64_t blocks = blocks_wanted < fit.max_blocks ? blocks_wanted : fit.max_blocks;
+  LaunchDependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), stream, args...);
+  return CheckLaunch(what);
+}
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, d);

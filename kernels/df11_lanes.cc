@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "kernels/df11_format.h"
+#include "kernels/df11_lanes_fixed.h"
 
 namespace df11 {
 
@@ -148,6 +149,7 @@ StatusOr<LaneStreams> BuildLaneStreams(const std::array<SymbolCode, 256>& codes,
 
 Status DecodeLanesCpu(const LaneStreams& lanes, std::span<const uint8_t> luts, std::span<const uint8_t> sign_mantissa,
                       uint16_t* out, const std::string& what) {
+  if (lanes.code == LaneCode::kFixed3) return DecodeFixedLanesCpu(lanes, sign_mantissa, out, what);
   const uint64_t n = static_cast<uint64_t>(lanes.rows) * lanes.cols;
   if (sign_mantissa.size() < n) return InvalidArgument(what + ": sign_mantissa shorter than the matrix");
   const int num_luts = static_cast<int>(luts.size() / kLutRowBytes);

@@ -7,12 +7,15 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda_gemv_internal.cuh"
 #include "kernels/df11_device.cuh"
 #include "kernels/df11_fast_table.h"
 #include "kernels/df11_lanes_cuda.h"
+#include "kernels/df11_lanes_fixed.cuh"
 
 namespace df11 {
 namespace {
@@ -128,23 +131,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <int kTokens, int kRows>
 Status Launch(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t, const uint8_t* sm, const float* bias,
               bool accumulate, uint16_t* y, GpuStream stream, uint32_t* mismatches) {
-  auto kernel = LanesKernel<kTokens, kRows>;
-  static thread_local int device = -1, max_blocks = 0;  // per kernel instance
-  int current = 0;
-  DF11_RETURN_IF_ERROR(cuda::CheckCuda(cudaGetDevice(&current), "cudaGetDevice"));
-  if (current != device) {
-    int sms = 0, per_sm = 0;
-    DF11_RETURN_IF_ERROR(
-        cuda::CheckCuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, current), "SM count"));
-    DF11_RETURN_IF_ERROR(cuda::CheckCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0),
-                                         "lanes kernel occupancy"));
-    max_blocks = std::max(1, sms * per_sm);
-    device = current;
-  }
-  const int64_t blocks = std::min<int64_t>((w.num_tiles() + kWarps - 1) / kWarps, max_blocks);
-  cuda::LaunchDependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32),
-                        reinterpret_cast<cudaStream_t>(stream), x, w, t, sm, bias, accumulate, y, mismatches);
-  return cuda::CheckLaunch("LanesKernel");
+  static thread_local cuda::PersistentFit fit;  // per kernel instance
+  return cuda::LaunchPersistent(LanesKernel<kTokens, kRows>, (w.num_tiles() + kWarps - 1) / kWarps, kWarps * 32, fit,
+                                reinterpret_cast<cudaStream_t>(stream), "LanesKernel", x, w, t, sm, bias, accumulate, y,
+                                mismatches);
 }
 
 template <int kTokens>
@@ -155,44 +145,80 @@ Status LaunchTokens(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t
 }
 
 Status CheckOperands(const DeviceLanes& w, const uint8_t* sm) {
-  if (w.rows <= 0 || w.cols <= 0 || w.cols % 8 != 0 || (w.rows_per_tile != 1 && w.rows_per_tile != 4) ||
-      reinterpret_cast<uintptr_t>(sm) % 8 != 0) {
+  const bool fixed = w.code == LaneCode::kFixed3;
+  const bool tile_ok = w.rows_per_tile == 1 || w.rows_per_tile == 4 || (fixed && w.rows_per_tile == 2);
+  if (w.rows <= 0 || w.cols <= 0 || w.cols % 8 != 0 || !tile_ok || reinterpret_cast<uintptr_t>(sm) % 8 != 0 ||
+      (fixed && (w.num_escape_words == 0 || w.num_rare == 0))) {
     return InvalidArgument("DF11 lanes: [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + "] with " +
                            std::to_string(w.rows_per_tile) +
-                           " rows per tile needs cols % 8 == 0, 1 or 4 rows per tile and 8-byte aligned sign_mantissa");
+                           " rows per tile needs cols % 8 == 0, 1 or 4 rows per tile (2 for fixed lanes), 8-byte "
+                           "aligned sign_mantissa and, for fixed lanes, non-empty escape arrays");
   }
   return Status::Ok();
+}
+
+// The Huffman or the fixed lanes' kernel; tokens as LaunchFixedLanes's.
+template <int kTokens>
+Status LaunchCode(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t, const uint8_t* sm, const float* bias,
+                  bool accumulate, uint16_t* y, GpuStream stream, uint32_t* mismatches = nullptr) {
+  if (w.code == LaneCode::kFixed3) return LaunchFixedLanes<kTokens>(x, w, sm, bias, accumulate, y, mismatches, stream);
+  return LaunchTokens<kTokens>(x, w, t, sm, bias, accumulate, y, stream, mismatches);
 }
 
 }  // namespace
 
 StatusOr<DeviceLanesBuffer> DeviceLanesBuffer::Upload(const LaneStreams& lanes, GpuStream stream) {
   DeviceLanesBuffer b;
-  const uint64_t tile_bytes = (4 * lanes.tile_words.size() + 255) / 256 * 256;
-  DF11_ASSIGN_OR_RETURN(b.buffer_,
-                        cuda::DeviceBuffer::Allocate(tile_bytes + 4 * lanes.words.size(), "DF11 lane streams"));
-  DF11_RETURN_IF_ERROR(
-      cuda::CopyToDevice(b.buffer_.data(), lanes.tile_words.data(), 4 * lanes.tile_words.size(), stream));
-  DF11_RETURN_IF_ERROR(
-      cuda::CopyToDevice(b.buffer_.as<char>() + tile_bytes, lanes.words.data(), 4 * lanes.words.size(), stream));
+  const std::pair<const void*, uint64_t> regions[kRegions] = {
+      {lanes.tile_words.data(), 4 * lanes.tile_words.size()},
+      {lanes.words.data(), 4 * lanes.words.size()},
+      {lanes.escapes.data(), 4 * lanes.escapes.size()},
+      {lanes.tile_escapes.data(), 4 * lanes.tile_escapes.size()},
+      {lanes.tile_rare.data(), 4 * lanes.tile_rare.size()},
+      {lanes.rare.data(), lanes.rare.size()}};
+  uint64_t total = 0;
+  for (int r = 0; r < kRegions; ++r) {
+    b.offsets_[r] = total;
+    total += (regions[r].second + 255) / 256 * 256;
+  }
+  DF11_ASSIGN_OR_RETURN(b.buffer_, cuda::DeviceBuffer::Allocate(total, "DF11 lane streams"));
+  for (int r = 0; r < kRegions; ++r) {
+    if (regions[r].second == 0) continue;
+    DF11_RETURN_IF_ERROR(
+        cuda::CopyToDevice(b.buffer_.as<char>() + b.offsets_[r], regions[r].first, regions[r].second, stream));
+  }
   DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));
-  b.lanes_.tile_words = b.buffer_.as<const uint32_t>();
-  b.lanes_.words = reinterpret_cast<const uint32_t*>(b.buffer_.as<const char>() + tile_bytes);
-  b.lanes_.num_words = lanes.words.size();
-  b.lanes_.rows = lanes.rows;
-  b.lanes_.cols = lanes.cols;
-  b.lanes_.rows_per_tile = lanes.rows_per_tile;
+  DeviceLanes& d = b.lanes_;
+  d.code = lanes.code;
+  d.num_words = lanes.words.size();
+  d.rows = lanes.rows;
+  d.cols = lanes.cols;
+  d.rows_per_tile = lanes.rows_per_tile;
+  d.tile_stride = lanes.tile_stride;
+  d.num_escape_words = lanes.escapes.size();
+  d.num_rare = lanes.rare.size();
+  std::memcpy(d.primary, lanes.primary.data(), sizeof(d.primary));
+  std::memcpy(d.secondary, lanes.secondary.data(), sizeof(d.secondary));
+  b.Point();
   return b;
+}
+
+void DeviceLanesBuffer::Point() {
+  const char* base = buffer_.as<const char>();
+  auto at = [&](Region r) { return reinterpret_cast<const uint32_t*>(base + offsets_[r]); };
+  lanes_.tile_words = lanes_.code == LaneCode::kHuffman ? at(kTileWords) : nullptr;
+  lanes_.words = at(kWords);
+  lanes_.escapes = at(kEscapes);
+  lanes_.tile_escapes = at(kTileEscapes);
+  lanes_.tile_rare = at(kTileRare);
+  lanes_.rare = reinterpret_cast<const uint8_t*>(base + offsets_[kRare]);
 }
 
 void DeviceLanesBuffer::Release() { buffer_.Release(); }
 
 Status DeviceLanesBuffer::Reacquire(const void* host, GpuStream stream) {
-  const auto old_base = reinterpret_cast<const char*>(lanes_.tile_words);  // tile_words start the buffer
-  const auto words_offset = reinterpret_cast<const char*>(lanes_.words) - old_base;
   DF11_RETURN_IF_ERROR(buffer_.Reacquire(host, stream, "DF11 lane streams"));
-  lanes_.tile_words = buffer_.as<const uint32_t>();
-  lanes_.words = reinterpret_cast<const uint32_t*>(buffer_.as<const char>() + words_offset);
+  Point();
   return Status::Ok();
 }
 
@@ -205,13 +231,13 @@ Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& table
   }
   switch (tokens) {
     case 1:
-      return LaunchTokens<1>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
+      return LaunchCode<1>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
     case 2:
-      return LaunchTokens<2>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
+      return LaunchCode<2>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
     case 3:
-      return LaunchTokens<3>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
+      return LaunchCode<3>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
     default:
-      return LaunchTokens<4>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
+      return LaunchCode<4>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
   }
 }
 
@@ -219,7 +245,7 @@ Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const u
                          GpuStream stream) {
   DF11_RETURN_IF_ERROR(CheckOperands(w, sign_mantissa));
   if (reinterpret_cast<uintptr_t>(out) % 16 != 0) return InvalidArgument("LaunchLanesDecode: out not 16-byte aligned");
-  return LaunchTokens<0>(nullptr, w, tables, sign_mantissa, nullptr, false, out, stream);
+  return LaunchCode<0>(nullptr, w, tables, sign_mantissa, nullptr, false, out, stream);
 }
 
 Status LaunchLanesCompare(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa,
@@ -228,8 +254,8 @@ Status LaunchLanesCompare(const DeviceLanes& w, const Df11Tables& tables, const 
   if (reinterpret_cast<uintptr_t>(expected) % 16 != 0) {
     return InvalidArgument("LaunchLanesCompare: expected not 16-byte aligned");
   }
-  return LaunchTokens<-1>(nullptr, w, tables, sign_mantissa, nullptr, false, const_cast<uint16_t*>(expected), stream,
-                          mismatches);
+  return LaunchCode<-1>(nullptr, w, tables, sign_mantissa, nullptr, false, const_cast<uint16_t*>(expected), stream,
+                        mismatches);
 }
 
 }  // namespace df11

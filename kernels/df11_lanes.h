@@ -39,13 +39,32 @@ struct SymbolCode {
 // a validated unit cannot have (a pointer to a missing table, a length that ends elsewhere).
 StatusOr<std::array<SymbolCode, 256>> CodesFromLuts(std::span<const uint8_t> luts);
 
+// How a lane stream codes its exponents.
+//   kHuffman: each element's own code from the unit (above).
+//   kFixed3:  a 3-bit code per element (df11_lanes_fixed.h): no lookup chain, ~1.03x the unit's bytes.
+enum class LaneCode { kHuffman, kFixed3 };
+
 struct LaneStreams {
+  LaneCode code = LaneCode::kHuffman;
   int64_t rows = 0, cols = 0;
   int rows_per_tile = 1;
-  std::vector<uint32_t> tile_words;  // [tiles + 1] word offset of each tile (multiples of 32), then the end
-  std::vector<uint32_t> words;       // [tile_words.back() + 64]
-  int64_t num_tiles() const { return static_cast<int64_t>(tile_words.size()) - 1; }
-  uint64_t bytes() const { return 4 * (tile_words.size() + words.size()); }
+  // kHuffman: [tiles + 1] word offset of each tile (multiples of 32), then the end. kFixed3: empty.
+  std::vector<uint32_t> tile_words;
+  std::vector<uint32_t> words;  // kHuffman: [tile_words.back() + 64]; kFixed3: [tiles * tile_stride]
+  // kFixed3 only (df11_lanes_fixed.h).
+  uint64_t tile_stride = 0;             // words per tile: 96 per block of 4 entries
+  std::vector<uint32_t> escapes;        // escape nibbles, 8 per word, low nibble first; then 64 zero words
+  std::vector<uint32_t> tile_escapes;   // [tiles + 1] word index of each tile's first escape, then the end
+  std::vector<uint8_t> rare;            // full exponents of the escapes whose nibble is 15; then one zero byte
+  std::vector<uint32_t> tile_rare;      // [tiles + 1] index of each tile's first rare byte, then the end
+  std::array<uint8_t, 8> primary{};     // exponent of codes 0..6; byte 7 (the escape) is 0
+  std::array<uint8_t, 16> secondary{};  // exponent of escape nibbles 0..14; byte 15 is 0
+
+  int64_t num_tiles() const { return (rows + rows_per_tile - 1) / rows_per_tile; }
+  uint64_t bytes() const {
+    return 4 * (tile_words.size() + words.size() + escapes.size() + tile_escapes.size() + tile_rare.size()) +
+           rare.size() + (code == LaneCode::kFixed3 ? primary.size() + secondary.size() : 0);
+  }
 };
 
 // Rows per tile for a matrix of `rows` rows: 4 from 8,192 rows on (as the BF16 Gemv groups them),
@@ -59,8 +78,8 @@ StatusOr<LaneStreams> BuildLaneStreams(const std::array<SymbolCode, 256>& codes,
                                        int64_t rows, int64_t cols, int rows_per_tile, const std::string& what);
 
 // Reference decoder: W [rows, cols] as BF16 from the lane streams, the unit's validated LUTs
-// (walked as the format defines) and W's sign_mantissa bytes (element order). DATA_LOSS, naming
-// `what`, when a lane's codes run past its tile.
+// (walked as the format defines; unused for kFixed3) and W's sign_mantissa bytes (element order).
+// DATA_LOSS, naming `what`, when a lane's codes run past its tile or escapes past their arrays.
 Status DecodeLanesCpu(const LaneStreams& lanes, std::span<const uint8_t> luts, std::span<const uint8_t> sign_mantissa,
                       uint16_t* out, const std::string& what);
 

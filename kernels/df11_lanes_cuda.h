@@ -17,13 +17,24 @@
 
 namespace df11 {
 
-// Device view of one matrix's lane streams.
+// Device view of one matrix's lane streams (LaneStreams, df11_lanes.h / df11_lanes_fixed.h).
 struct DeviceLanes {
+  LaneCode code = LaneCode::kHuffman;
   const uint32_t* words = nullptr;       // [num_words]
-  const uint32_t* tile_words = nullptr;  // [tiles + 1]
-  uint64_t num_words = 0;                // tile_words[tiles] + 64 (the zero rows included)
+  const uint32_t* tile_words = nullptr;  // kHuffman: [tiles + 1]
+  uint64_t num_words = 0;                // kHuffman: tile_words[tiles] + 64 (the zero rows included)
   int64_t rows = 0, cols = 0;
   int rows_per_tile = 1;
+  // kFixed3: tile t of this view is tile tile0 + t of words, tile_escapes and tile_rare.
+  int64_t tile0 = 0;
+  uint64_t tile_stride = 0;
+  const uint32_t* escapes = nullptr;  // [num_escape_words]
+  uint64_t num_escape_words = 0;
+  const uint32_t* tile_escapes = nullptr;
+  const uint8_t* rare = nullptr;  // [num_rare]
+  uint64_t num_rare = 0;
+  const uint32_t* tile_rare = nullptr;
+  uint32_t primary[2] = {}, secondary[4] = {};  // LaneStreams' tables, little-endian
   int64_t num_tiles() const { return (rows + rows_per_tile - 1) / rows_per_tile; }
 };
 
@@ -31,7 +42,11 @@ struct DeviceLanes {
 // first * rows_per_tile * cols bytes on).
 inline DeviceLanes TileSlice(const DeviceLanes& w, int64_t first, int64_t count) {
   DeviceLanes s = w;
-  s.tile_words = w.tile_words + first;
+  if (w.code == LaneCode::kFixed3) {
+    s.tile0 = w.tile0 + first;
+  } else {
+    s.tile_words = w.tile_words + first;
+  }
   const int64_t row0 = first * w.rows_per_tile;
   s.rows = std::min<int64_t>(w.rows, (first + count) * w.rows_per_tile) - row0;
   return s;
@@ -58,14 +73,18 @@ class DeviceLanesBuffer {
   Status Reacquire(const void* host, GpuStream stream);
 
  private:
+  // Byte offsets in buffer_ of tile_words, words, escapes, tile_escapes, tile_rare, rare.
+  enum Region { kTileWords, kWords, kEscapes, kTileEscapes, kTileRare, kRare, kRegions };
+  void Point();  // lanes_'s pointers from buffer_ and offsets_
   cuda::DeviceBuffer buffer_;
+  uint64_t offsets_[kRegions] = {};
   DeviceLanes lanes_;
 };
 
 // y[T, rows] = x[T, cols] · W^T (+ bias [rows] fp32) (+ y's old value when accumulate), bf16, for
-// 1 <= T <= cuda::kGemvMaxTokens. sign_mantissa: W's first byte in its unit's array (element
-// order), 8-byte aligned; x 16-byte aligned. Launched as a dependent (it waits for the previous kernel before
-// reading x or writing y). INVALID_ARGUMENT for other token counts or alignments.
+// 1 <= T <= cuda::kGemvMaxTokens. `tables` are unused for LaneCode::kFixed3. sign_mantissa: W's first byte in its
+// unit's array (element order), 8-byte aligned; x 16-byte aligned. Launched as a dependent (it waits for the previous
+// kernel before reading x or writing y). INVALID_ARGUMENT for other token counts or alignments.
 Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa,
                 const float* bias, int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream);
 

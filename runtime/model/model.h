@@ -47,6 +47,12 @@ struct ModelOptions {
   // fused DF11 GEMV for up to 4 tokens (the BF16 Gemv's bits); false decodes every unit into the
   // scratch before its GEMMs, as before.
   bool df11_lanes = true;
+  // How lane streams code exponents (kernels/df11_lanes_fixed.h). kAuto: 3-bit codes with escapes
+  // (no lookup chain) for a matrix whose bytes so stay within 1.03x its share of the unit's
+  // published bytes, else the unit's own Huffman codes; kHuffman, kFixed3: that code for every
+  // matrix, whatever its size (tests and measurements).
+  enum class LaneCodeChoice { kAuto, kHuffman, kFixed3 };
+  LaneCodeChoice df11_lane_code = LaneCodeChoice::kAuto;
   // DF11 checkpoint: every unit is decoded once at load (on the CPU) and kept as BF16, so the model
   // holds and runs exactly as its BF16 original would (same bits, same kernels, BF16's bytes and
   // speed) from the DF11 files alone. No effect on a BF16 checkpoint.
@@ -104,7 +110,8 @@ struct LoadReport {
   // shares (ModelOptions::scratch), so counted once per GPU, not per model; 0 on the CPU.
   uint64_t shared_scratch_bytes = 0;
   double load_seconds = 0;
-  int lane_matrices = 0;  // CUDA, DF11: linears kept as lane streams (fused GEMV)
+  int lane_matrices = 0;        // CUDA, DF11: linears kept as lane streams (fused GEMV)
+  int fixed_lane_matrices = 0;  // of those, with 3-bit codes (ModelOptions::df11_lane_code)
   // CUDA, DF11: seconds of load spent making lane streams: decoding matrices (GPU, copied to the host), building
   // the streams, uploading them, decoding them back on the GPU and comparing, re-uploading units
   // without their streams.

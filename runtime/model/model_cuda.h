@@ -109,6 +109,8 @@ struct Model::CudaState {
   std::vector<std::unique_ptr<DeviceUnitPlan>> units;
   std::vector<DeviceLanesBuffer> lanes;  // DF11 matrices as lane streams (DeviceLinear::lanes)
   bool use_lanes = true;                 // ModelOptions::df11_lanes
+  ModelOptions::LaneCodeChoice lane_code = ModelOptions::LaneCodeChoice::kAuto;
+  int fixed_lanes = 0;                   // lanes with LaneCode::kFixed3
   std::vector<std::string> warnings;     // matrices left on the decode-then-GEMM path, and why
   double lanes_seconds[5] = {};          // TranscodeLinear: decode, build, upload, check; SlimUnits
   // TranscodeLinear's host copy of a matrix, reused (page-locked while `pinned`), freed after load.

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/df11_codec.h"
+#include "kernels/df11_lanes_fixed.h"
 #include "runtime/model/model_cuda.h"
 
 namespace df11 {
@@ -168,6 +170,25 @@ StatusOr<DeviceLinear> Model::CudaState::UploadFused(const Checkpoint& checkpoin
   return d;
 }
 
+namespace {
+
+// Whether W's fixed lanes stay within 1.03x W's share of its unit's published bytes: W's
+// sign_mantissa bytes plus its Huffman codes' bits at the unit's bytes per stream byte (the
+// stream with its gaps and chunk index).
+bool FixedLanesFit(const std::array<uint64_t, 256>& histogram, const std::array<SymbolCode, 256>& codes,
+                   const UnitView& unit, int64_t rows, int64_t cols, int rows_per_tile) {
+  uint64_t bits = 0;
+  for (int e = 0; e < 256; ++e) bits += histogram[e] * codes[e].length;
+  const double stream = static_cast<double>(std::max<size_t>(unit.encoded_exponent.size(), 1));
+  const double per_stream_byte =
+      (stream + static_cast<double>(unit.gaps.size() + unit.output_positions.size())) / stream;
+  const double n = static_cast<double>(rows) * static_cast<double>(cols);
+  const double share = n + static_cast<double>(bits) / 8 * per_stream_byte;
+  return n + static_cast<double>(FixedLanesBytesBound(histogram, rows, cols, rows_per_tile)) <= 1.03 * share;
+}
+
+}  // namespace
+
 Status Model::CudaState::TranscodeLinear(DeviceLinear& d, const std::string& name) {
   if (!use_lanes || d.unit < 0) return Status::Ok();
   DeviceUnitPlan& plan = *units[d.unit];
@@ -211,8 +232,18 @@ Status Model::CudaState::TranscodeLinear(DeviceLinear& d, const std::string& nam
   }
   lap(0);
   StatusOr<std::array<SymbolCode, 256>> codes = CodesFromLuts(unit.view.luts);
-  StatusOr<LaneStreams> host_lanes =
-      codes.ok() ? BuildLaneStreams(*codes, words, rows, cols, rows_per_tile, name) : codes.status();
+  StatusOr<LaneStreams> host_lanes = codes.status();
+  if (codes.ok()) {
+    const std::array<uint64_t, 256> histogram = ExponentHistogram(words);
+    const int fixed_rows = FixedRowsPerTile(rows, cols);
+    if (lane_code == ModelOptions::LaneCodeChoice::kFixed3 ||
+        (lane_code == ModelOptions::LaneCodeChoice::kAuto &&
+         FixedLanesFit(histogram, *codes, unit.view, rows, cols, fixed_rows))) {
+      host_lanes = BuildFixedLaneStreams(words, histogram, rows, cols, fixed_rows, name);
+    } else {
+      host_lanes = BuildLaneStreams(*codes, words, rows, cols, rows_per_tile, name);
+    }
+  }
   if (!host_lanes.ok()) {
     warnings.push_back(name + ": no lane streams (" + host_lanes.status().ToString() + "); decoded before its GEMM");
     return Status::Ok();
@@ -239,6 +270,7 @@ Status Model::CudaState::TranscodeLinear(DeviceLinear& d, const std::string& nam
     return Status::Ok();
   }
   lap(3);
+  fixed_lanes += buffer.lanes().code == LaneCode::kFixed3;
   weight_bytes += buffer.device_bytes();
   lanes.push_back(std::move(buffer));
   d.lanes = static_cast<int>(lanes.size() - 1);
@@ -269,6 +301,7 @@ Status Model::LoadCuda() {
   cuda_ = std::make_unique<CudaState>();
   CudaState& st = *cuda_;
   st.use_lanes = options_.df11_lanes;
+  st.lane_code = options_.df11_lane_code;
   DF11_ASSIGN_OR_RETURN(st.stream, cuda::CreateStream());
   DF11_RETURN_IF_ERROR(st.gemm.Init(st.stream));
   st.scratch = options_.scratch ? options_.scratch : std::make_shared<DeviceScratch>();
@@ -330,6 +363,7 @@ Status Model::LoadCuda() {
   report_.shared_scratch_bytes = st.scratch_needed;
   report_.warnings = st.warnings;
   report_.lane_matrices = static_cast<int>(st.lanes.size());
+  report_.fixed_lane_matrices = st.fixed_lanes;
   report_.lanes_decode_seconds = st.lanes_seconds[0];
   report_.lanes_build_seconds = st.lanes_seconds[1];
   report_.lanes_upload_seconds = st.lanes_seconds[2];

@@ -11,6 +11,7 @@
 
 #include "kernels/df11_code.h"
 #include "kernels/df11_codec.h"
+#include "kernels/df11_lanes_fixed.h"
 #include "tests/kernels/df11_test_util.h"
 
 #ifdef DF11_HAVE_CUDA
@@ -20,6 +21,55 @@
 
 namespace df11 {
 namespace {
+
+// Fixed lanes: one row of 16, so lane 0 holds elements 0..7 and lane 1 elements 8..15 (entry 0 of
+// 4, the rest padding). Counts: 100 six times, 101 twice, 102..109 once: codes 100 -> 0, 101 -> 1,
+// 102..106 -> 2..6; 107, 108, 109 escape to nibbles 0, 1, 2. Lane 1 escapes element 15, lane 0
+// elements 6 and 7: the block's escapes go lane by lane, so lane 0's two come first.
+TEST(Df11FixedLanes, HandWorkedLayoutAndEscapeOrder) {
+  const int exps[16] = {100, 100, 100, 100, 100, 100, 108, 109, 101, 101, 102, 103, 104, 105, 106, 107};
+  std::vector<uint16_t> w;
+  std::vector<uint8_t> sm;
+  for (int i = 0; i < 16; ++i) {
+    sm.push_back(static_cast<uint8_t>(i * 29 + 3));
+    w.push_back(ComposeBf16(static_cast<uint8_t>(exps[i]), sm.back()));
+  }
+  auto lanes = BuildFixedLaneStreams(w, ExponentHistogram(w), 1, 16, 1, "hand");
+  ASSERT_TRUE(lanes.ok()) << lanes.status().ToString();
+  EXPECT_EQ(lanes->code, LaneCode::kFixed3);
+  EXPECT_EQ(lanes->primary, (std::array<uint8_t, 8>{100, 101, 102, 103, 104, 105, 106, 0}));
+  EXPECT_EQ(lanes->secondary[0], 107);
+  EXPECT_EQ(lanes->secondary[1], 108);
+  EXPECT_EQ(lanes->secondary[2], 109);
+  ASSERT_EQ(lanes->tile_stride, 96u);  // one block: 3 words x 32 lanes
+  ASSERT_EQ(lanes->words.size(), 96u);
+  EXPECT_EQ(lanes->words[0], 0x77000000u);  // lane 0, entry 0: codes 0 0 0 0 0 0 7 7, nibble k = code k
+  EXPECT_EQ(lanes->words[1], 0x76543211u);  // lane 1: 1 1 2 3 4 5 6 7
+  for (size_t i = 2; i < lanes->words.size(); ++i) EXPECT_EQ(lanes->words[i], 0u) << i;
+  EXPECT_EQ(lanes->tile_escapes, (std::vector<uint32_t>{0, 1}));
+  ASSERT_EQ(lanes->escapes.size(), 65u);  // one word, then 64 zero words
+  EXPECT_EQ(lanes->escapes[0], 0x021u);   // nibbles 1 (108, lane 0), 2 (109, lane 0), 0 (107, lane 1)
+  EXPECT_EQ(lanes->tile_rare, (std::vector<uint32_t>{0, 0}));
+  std::vector<uint16_t> back(16);
+  ASSERT_TRUE(DecodeLanesCpu(*lanes, {}, sm, back.data(), "hand").ok());
+  EXPECT_EQ(back, w);
+}
+
+// Four rows of 8, four rows per tile: lane 0's entries 0..3 are rows 0..3. Entry 3 (row 3) keeps bit
+// b of element k's code in bit 3 of nibble k of word b. Codes of row 3: 1 1 1 2 2 3 4 5.
+TEST(Df11FixedLanes, HandWorkedFourthEntry) {
+  std::vector<uint16_t> w(32, ComposeBf16(100, 0));
+  const int row3[8] = {101, 101, 101, 102, 102, 103, 104, 105};
+  for (int k = 0; k < 8; ++k) w[24 + k] = ComposeBf16(static_cast<uint8_t>(row3[k]), 0);
+  auto lanes = BuildFixedLaneStreams(w, ExponentHistogram(w), 4, 8, 4, "hand");
+  ASSERT_TRUE(lanes.ok()) << lanes.status().ToString();
+  EXPECT_EQ(lanes->words[0], 0x80800888u);   // bit 0: elements 0, 1, 2, 5, 7
+  EXPECT_EQ(lanes->words[32], 0x00888000u);  // bit 1: elements 3, 4, 5
+  EXPECT_EQ(lanes->words[64], 0x88000000u);  // bit 2: elements 6, 7
+  std::vector<uint16_t> back(32);
+  ASSERT_TRUE(DecodeLanesCpu(*lanes, {}, std::vector<uint8_t>(32, 0), back.data(), "hand").ok());
+  EXPECT_EQ(back, w);
+}
 
 // A hand-made, non-canonical code: 100 -> "1", 101 -> "01", 102 -> "00" (a canonical code would give
 // 100 "0"). One root table and the code-length row.
@@ -105,15 +155,21 @@ void ExpectRoundTrip(const std::vector<uint16_t>& words, int64_t rows, int64_t c
   ASSERT_TRUE(enc.ok()) << what;
   auto codes = CodesFromLuts(enc->luts);
   ASSERT_TRUE(codes.ok()) << what;
-  for (int rows_per_tile : {1, 4}) {
-    auto lanes = BuildLaneStreams(*codes, words, rows, cols, rows_per_tile, what);
+  const auto histogram = ExponentHistogram(words);
+  for (int variant = 0; variant < 5; ++variant) {  // Huffman 1, 4 rows per tile; fixed 1, 2, 4
+    const int rows_per_tile = variant < 2 ? 1 + 3 * variant : 1 << (variant - 2);
+    auto lanes = variant < 2 ? BuildLaneStreams(*codes, words, rows, cols, rows_per_tile, what)
+                             : BuildFixedLaneStreams(words, histogram, rows, cols, rows_per_tile, what);
     ASSERT_TRUE(lanes.ok()) << lanes.status().ToString();
+    if (variant >= 2) {
+      EXPECT_LE(lanes->bytes(), FixedLanesBytesBound(histogram, rows, cols, rows_per_tile)) << what;
+    }
     std::vector<uint16_t> back(words.size(), 0xFFFF);
     const Status st = DecodeLanesCpu(*lanes, enc->luts, enc->sign_mantissa, back.data(), what);
     ASSERT_TRUE(st.ok()) << st.ToString();
     for (size_t i = 0; i < words.size(); ++i) {
       ASSERT_EQ(back[i], words[i]) << what << " [" << rows << ", " << cols << "] " << rows_per_tile
-                                   << " rows per tile, element " << i;
+                                   << " rows per tile, " << (variant < 2 ? "Huffman" : "fixed") << ", element " << i;
     }
   }
 }
@@ -154,6 +210,13 @@ TEST(Df11Lanes, SizeWithinThreePercentOfTheUnit) {
       std::printf("K %lld, %d rows per tile: lanes resident / DF11 unit = %.4f\n", static_cast<long long>(cols),
                   rows_per_tile, resident / unit);
     }
+    // Fixed lanes need no LUTs.
+    auto fixed =
+        BuildFixedLaneStreams(words, ExponentHistogram(words), rows, cols, FixedRowsPerTile(rows, cols), "size");
+    ASSERT_TRUE(fixed.ok());
+    const double resident = static_cast<double>(fixed->bytes() + enc->sign_mantissa.size());
+    EXPECT_LE(resident / unit, 1.03) << "K " << cols << ", fixed lanes";
+    std::printf("K %lld, fixed lanes: resident / DF11 unit = %.4f\n", static_cast<long long>(cols), resident / unit);
   }
 }
 
@@ -182,6 +245,37 @@ TEST(Df11Lanes, Errors) {
   EXPECT_EQ(CodesFromLuts(bad).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(Df11FixedLanes, Errors) {
+  std::vector<uint16_t> w(24, ComposeBf16(100, 0));
+  const auto histogram = ExponentHistogram(w);
+  EXPECT_EQ(BuildFixedLaneStreams(w, histogram, 2, 12, 1, "odd").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildFixedLaneStreams(w, histogram, 3, 16, 1, "size").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildFixedLaneStreams(w, histogram, 3, 8, 3, "tile").status().code(), StatusCode::kInvalidArgument);
+  w[5] = ComposeBf16(7, 0);
+  const auto missing = BuildFixedLaneStreams(w, histogram, 3, 8, 1, "m");
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("exponent 7"), std::string::npos) << missing.status().message();
+  // Nine exponents in one group, so one escape; its tile then claims no nibbles, or its nibble says
+  // "rare" with no rare byte: the reference decoder says so.
+  std::vector<uint16_t> nine;
+  for (int e = 0; e < 16; ++e) nine.push_back(ComposeBf16(static_cast<uint8_t>(100 + e % 9), 0));
+  auto lanes = BuildFixedLaneStreams(nine, ExponentHistogram(nine), 1, 16, 1, "cut");
+  ASSERT_TRUE(lanes.ok());
+  std::vector<uint16_t> out(16);
+  std::vector<uint8_t> sm(16, 0);
+  ASSERT_TRUE(DecodeLanesCpu(*lanes, {}, sm, out.data(), "cut").ok());
+  EXPECT_EQ(out, nine);
+  LaneStreams cut = *lanes;
+  cut.tile_escapes[1] = 0;
+  EXPECT_EQ(DecodeLanesCpu(cut, {}, sm, out.data(), "cut").code(), StatusCode::kDataLoss);
+  cut = *lanes;
+  cut.escapes[0] = 0xFFFFFFFF;
+  EXPECT_EQ(DecodeLanesCpu(cut, {}, sm, out.data(), "cut").code(), StatusCode::kDataLoss);
+  cut = *lanes;
+  cut.tile_stride = 3;
+  EXPECT_EQ(DecodeLanesCpu(cut, {}, sm, out.data(), "cut").code(), StatusCode::kInvalidArgument);
+}
+
 #ifndef DF11_HAVE_CUDA
 TEST(Df11LanesCuda, FusedGemv) { GTEST_SKIP() << "built without CUDA (nvcc not found): fused DF11 GEMV not tested"; }
 #else
@@ -205,13 +299,19 @@ std::vector<T> Download(const cuda::DeviceBuffer& b, size_t n) {
   return v;
 }
 
-// A matrix as a DF11 unit on the device, with its lane streams at both tile heights.
+// A matrix as a DF11 unit on the device, with its lane streams: Huffman at 1 and 4 rows per tile,
+// fixed at 1, 2 and 4 (kLaneVariants, named by VariantName).
+constexpr int kLaneVariants = 5;
+std::string VariantName(int v) {
+  return std::string(v < 2 ? "Huffman" : "fixed") + " lanes, " + std::to_string(v < 2 ? 1 + 3 * v : 1 << (v - 2)) +
+         " rows per tile";
+}
 struct DeviceMatrix {
   std::vector<uint16_t> words;
   EncodedUnit enc;
   DeviceUnitBuffer unit;
-  DeviceLanesBuffer lanes[2];  // 1 and 4 rows per tile
-  cuda::DeviceBuffer plain;    // the BF16 twin
+  DeviceLanesBuffer lanes[kLaneVariants];
+  cuda::DeviceBuffer plain;  // the BF16 twin
 };
 
 std::unique_ptr<DeviceMatrix> MakeMatrix(std::vector<uint16_t> words, int64_t rows, int64_t cols) {
@@ -227,8 +327,10 @@ std::unique_ptr<DeviceMatrix> MakeMatrix(std::vector<uint16_t> words, int64_t ro
   m->unit = std::move(unit).value();
   auto codes = CodesFromLuts(m->enc.luts);
   EXPECT_TRUE(codes.ok());
-  for (int i = 0; i < 2; ++i) {
-    auto lanes = BuildLaneStreams(*codes, m->words, rows, cols, i == 0 ? 1 : 4, "matrix");
+  const auto histogram = ExponentHistogram(m->words);
+  for (int i = 0; i < kLaneVariants; ++i) {
+    auto lanes = i < 2 ? BuildLaneStreams(*codes, m->words, rows, cols, i == 0 ? 1 : 4, "matrix")
+                       : BuildFixedLaneStreams(m->words, histogram, rows, cols, 1 << (i - 2), "matrix");
     EXPECT_TRUE(lanes.ok());
     auto up = DeviceLanesBuffer::Upload(*lanes, nullptr);
     EXPECT_TRUE(up.ok()) << up.status().ToString();
@@ -262,7 +364,7 @@ TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
                                want_buf.as<uint16_t>(), nullptr)
                         .ok());
         const auto want = Download<uint16_t>(want_buf, tokens * rows);
-        for (int tiles = 0; tiles < 2; ++tiles) {
+        for (int tiles = 0; tiles < kLaneVariants; ++tiles) {
           const auto got_buf = Upload(old_y);
           const Status st =
               Df11Gemv(dx.as<uint16_t>(), m->lanes[tiles].lanes(), TablesOf(m->unit.unit()),
@@ -271,7 +373,7 @@ TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
           const auto got = Download<uint16_t>(got_buf, tokens * rows);
           for (size_t i = 0; i < got.size(); ++i) {
             ASSERT_EQ(got[i], want[i]) << "[" << rows << ", " << cols << "], " << tokens << " tokens, variant "
-                                       << variant << ", " << (tiles ? 4 : 1) << " rows per tile, output " << i;
+                                       << variant << ", " << VariantName(tiles) << ", output " << i;
           }
         }
       }
@@ -294,7 +396,7 @@ TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
                         Case{fib, static_cast<int64_t>(fib.size() / 512), 512},
                         Case{testing::WeightsWithExponents(size_t{77} * 336, exps, uniform, 8), 77, 336}}) {
     const auto m = MakeMatrix(c.words, c.rows, c.cols);
-    for (int tiles = 0; tiles < 2; ++tiles) {
+    for (int tiles = 0; tiles < kLaneVariants; ++tiles) {
       auto out = cuda::DeviceBuffer::Allocate(c.words.size() * 2, "out");
       ASSERT_TRUE(out.ok());
       ASSERT_TRUE(cuda::FillZero(out->data(), c.words.size() * 2, nullptr).ok());
@@ -303,8 +405,8 @@ TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
       ASSERT_TRUE(st.ok()) << st.ToString();
       const auto got = Download<uint16_t>(*out, c.words.size());
       for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_EQ(got[i], c.words[i]) << "[" << c.rows << ", " << c.cols << "], " << (tiles ? 4 : 1)
-                                      << " rows per tile, element " << i;
+        ASSERT_EQ(got[i], c.words[i]) << "[" << c.rows << ", " << c.cols << "], " << VariantName(tiles) << ", element "
+                                      << i;
       }
       // The load-time check: no group differs from the weights; then two changed elements (in two
       // groups) and one more in a group already counted give 2.
@@ -319,7 +421,7 @@ TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
         ASSERT_TRUE(LaunchLanesCompare(m->lanes[tiles].lanes(), TablesOf(m->unit.unit()), m->unit.unit().sign_mantissa,
                                        dexpected.as<uint16_t>(), count.as<uint32_t>(), nullptr)
                         .ok());
-        EXPECT_EQ(Download<uint32_t>(count, 1)[0], want) << (tiles ? 4 : 1) << " rows per tile";
+        EXPECT_EQ(Download<uint32_t>(count, 1)[0], want) << VariantName(tiles);
       }
     }
   }
@@ -355,6 +457,23 @@ TEST(Df11LanesCuda, GarbageStreamsStayInBounds) {
                       .ok());
       ASSERT_TRUE(cuda::Synchronize(nullptr).ok());
     }
+  }
+  // Fixed lanes whose codes are all escapes, or whose escapes all say "rare": reads clamp to the arrays.
+  for (uint32_t fill : {0xFFFFFFFFu, 0x77777777u}) {
+    auto lanes = BuildFixedLaneStreams(m->words, ExponentHistogram(m->words), rows, cols, 1, "garbage");
+    ASSERT_TRUE(lanes.ok());
+    std::fill(lanes->words.begin(), lanes->words.end(), fill);
+    std::fill(lanes->escapes.begin(), lanes->escapes.end(), 0xFFFFFFFFu);
+    auto up = DeviceLanesBuffer::Upload(*lanes, nullptr);
+    ASSERT_TRUE(up.ok());
+    auto out = cuda::DeviceBuffer::Allocate(rows * cols * 2, "out");
+    ASSERT_TRUE(out.ok());
+    const auto x = Upload(testing::GaussianWeights(2 * cols, 1.0f, 12));
+    ASSERT_TRUE(LaunchLanesDecode(up->lanes(), {}, m->unit.unit().sign_mantissa, out->as<uint16_t>(), nullptr).ok());
+    ASSERT_TRUE(Df11Gemv(x.as<uint16_t>(), up->lanes(), {}, m->unit.unit().sign_mantissa, nullptr, 2, false,
+                         out->as<uint16_t>(), nullptr)
+                    .ok());
+    ASSERT_TRUE(cuda::Synchronize(nullptr).ok());
   }
   const auto x = Upload(std::vector<uint16_t>(8, 0));
   EXPECT_EQ(Df11Gemv(x.as<uint16_t>(), m->lanes[0].lanes(), TablesOf(m->unit.unit()), m->unit.unit().sign_mantissa,

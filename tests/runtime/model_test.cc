@@ -151,6 +151,30 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
   }
 }
 
+// ModelOptions::df11_lane_code = kFixed3: every DF11 linear in fixed lanes (3-bit codes, escapes),
+// whatever its size, gives the BF16 model's bits: prefill, 64 decode steps (the fused GEMV), batches
+// of 3 (fused) and 8 (fixed lanes decoded into the scratch, then GEMM).
+TEST_P(LosslessTest, Df11FixedLanesGiveBitIdenticalLogits) {
+  const auto& [device, preset] = GetParam();
+  if (device != Device::kCuda) GTEST_SKIP() << "lane streams are a CUDA layout";
+  const auto [bf16_dir, df11_dir] = MakeModels(preset);
+  auto bf16 = LoadOrDie(bf16_dir, device);
+  ModelOptions o = OptionsFor(device);
+  o.df11_lane_code = ModelOptions::LaneCodeChoice::kFixed3;
+  auto loaded = Model::Load(df11_dir, o);
+  ASSERT_TRUE(bf16 && loaded.ok()) << loaded.status().ToString();
+  Model& df11 = **loaded;
+  const LoadReport& r = df11.load_report();
+  EXPECT_GT(r.lane_matrices, 0);
+  EXPECT_EQ(r.fixed_lane_matrices, r.lane_matrices);
+  for (const std::string& w : r.warnings) ADD_FAILURE() << w;
+  ASSERT_NO_FATAL_FAILURE(ExpectSameGreedyRun(*bf16, df11, 64));
+  for (int64_t seqs : {3, 8}) {
+    SCOPED_TRACE(std::to_string(seqs) + " sequences");
+    ASSERT_NO_FATAL_FAILURE(ExpectSameBatches(*bf16, df11, seqs, 8));
+  }
+}
+
 // ModelOptions::resident_bf16: the DF11 directory decoded at load is the BF16 model, in bytes held
 // and in every logit bit (prefill, 16 decode steps, a batch of 8), on every architecture.
 TEST_P(LosslessTest, Df11ResidentAsBf16IsTheBf16Model) {
@@ -381,11 +405,17 @@ TEST_P(ModelTest, SamplingInTheStepMatchesSamplingTheLogits) {
 TEST_P(ModelTest, OffloadAndRestoreKeepEveryBit) {
   for (const char* preset : {"qwen3-tiny", "qwen2-tiny", "phi3-tiny"}) {
     const auto [bf16_dir, df11_dir] = MakeModels(preset);
-    for (const std::string& dir : {df11_dir, bf16_dir}) {
-      SCOPED_TRACE(dir);
-      auto moved = Load(dir);
-      auto kept = Load(dir);
-      ASSERT_TRUE(moved && kept);
+    // On CUDA the DF11 model also with every linear in fixed lanes (their buffers move too).
+    for (const auto& [dir, fixed] : std::vector<std::pair<std::string, bool>>{
+             {df11_dir, false}, {df11_dir, device() == Device::kCuda}, {bf16_dir, false}}) {
+      SCOPED_TRACE(dir + (fixed ? " (fixed lanes)" : ""));
+      ModelOptions o = OptionsFor(device());
+      if (fixed) o.df11_lane_code = ModelOptions::LaneCodeChoice::kFixed3;
+      auto moved_or = Model::Load(dir, o);
+      auto kept_or = Model::Load(dir, o);
+      ASSERT_TRUE(moved_or.ok() && kept_or.ok()) << moved_or.status().ToString();
+      std::unique_ptr<Model> moved = std::move(moved_or).value(), kept = std::move(kept_or).value();
+      if (fixed) EXPECT_GT(moved->load_report().fixed_lane_matrices, 0);
       TestBatch m(*moved, 16, 2), k(*kept, 16, 2);
       StepOutput mo, ko;
       ASSERT_TRUE(m.Run({{1, 17, 300}, {42, 5, 99, 256}}, false, &mo).ok());

@@ -1,0 +1,18 @@
+// Internal to the lane kernels: df11_lanes.cu hands fixed lanes (LaneCode::kFixed3) to
+// df11_lanes_fixed.cu. Included only by .cu files.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/df11_lanes_cuda.h"
+
+namespace df11 {
+
+// kTokens -1: *mismatches += groups of W that differ from y; 0: y = W; 1..4: y = x · W^T (+ bias)
+// (+ y). Operands checked by the caller. Asynchronous; returns the launch error. Instantiated for
+// -1..4 in df11_lanes_fixed.cu.
+template <int kTokens>
+Status LaunchFixedLanes(const uint16_t* x, const DeviceLanes& w, const uint8_t* sm, const float* bias, bool accumulate,
+                        uint16_t* y, uint32_t* mismatches, GpuStream stream);
+
+}  // namespace df11

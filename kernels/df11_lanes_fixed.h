@@ -1,0 +1,59 @@
+// Fixed lanes (LaneCode::kFixed3): lane streams whose exponents have a 3-bit code, so that a warp
+// decodes 8 of them with two byte permutes and no chain of dependent lookups (the fused DF11 GEMV,
+// df11_lanes_cuda.h). Lossless for any matrix; built at load from the matrix's BF16 words.
+//
+// Codes. The matrix's 7 most frequent exponents get codes 0..6 (`primary`, most frequent first);
+// code 7 is an escape: the element's exponent is the next escape nibble, 0..14 naming one of the
+// next 15 exponents (`secondary`), 15 saying "the next rare byte holds it".
+//
+// Order. Tiles of rows_per_tile rows (1, 2 or 4) as in df11_lanes.h. In a tile, lane l's entries
+// are its 8-element groups in stream order: entry g is column group c = l + 32 * (g / rows_per_tile)
+// of row g % rows_per_tile of the tile. Every lane of a tile has `entries` = rows_per_tile *
+// ceil(cols / 256) entries rounded up to a multiple of 4 (entries past the lane's groups or past
+// the matrix's rows are padding: code 0, no escapes).
+//
+// Code words. Entries come in blocks of 4: block j of lane l of tile t is 3 words,
+// words[t * tile_stride + (3 j + i) * 32 + l] for i = 0, 1, 2 (a warp reads 128 contiguous bytes).
+// Entry 4 j + i (i < 3) keeps the code of its element k in bits 0..2 of nibble k of word i; entry
+// 4 j + 3 keeps bit b of its element k's code in bit 3 of nibble k of word b.
+//
+// Escapes. A tile's escape nibbles start at word tile_escapes[t] of `escapes` (8 nibbles a word,
+// low first; the last word of a tile is zero padded), in the order the warp meets them: block by
+// block, and in a block lane by lane, each lane's escaped elements in (entry, element) order.
+// Rare bytes follow the same order, one per nibble 15, from tile_rare[t].
+//
+// Size per element: 3 bits + the sign_mantissa byte + 4 bits per escape (~2% of a Gaussian
+// matrix's elements) + 8 bytes per tile: ~1.028x the published unit's bytes.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "kernels/base/status.h"
+#include "kernels/df11_lanes.h"
+
+namespace df11 {
+
+// Rows per tile for fixed lanes of [rows, cols]: the Huffman lanes' choice (LaneRowsPerTile) when
+// it needs no padding entries (ceil(cols / 256) a multiple of 4 for one row), else 2 when that
+// needs none, else 4 (which never does).
+int FixedRowsPerTile(int64_t rows, int64_t cols);
+
+// An upper bound on LaneStreams::bytes() of W's fixed lanes, from W's exponent counts alone.
+uint64_t FixedLanesBytesBound(const std::array<uint64_t, 256>& histogram, int64_t rows, int64_t cols,
+                              int rows_per_tile);
+
+// Fixed lanes of W [rows, cols] whose BF16 words are `w` (row-major) and exponent counts `histogram`
+// (ExponentHistogram(w), df11_codec.h). INVALID_ARGUMENT (naming `what`) for cols % 8 != 0, rows_per_tile not 1,
+// 2 or 4, a size mismatch, a histogram that misses an exponent of w, or arrays over 2^32 entries.
+StatusOr<LaneStreams> BuildFixedLaneStreams(std::span<const uint16_t> w, const std::array<uint64_t, 256>& histogram,
+                                            int64_t rows, int64_t cols, int rows_per_tile, const std::string& what);
+
+// Reference decoder of fixed lanes (DecodeLanesCpu calls it): W as BF16 into out. DATA_LOSS, naming
+// `what`, when escapes run past their arrays.
+Status DecodeFixedLanesCpu(const LaneStreams& lanes, std::span<const uint8_t> sign_mantissa, uint16_t* out,
+                           const std::string& what);
+
+}  // namespace df11
