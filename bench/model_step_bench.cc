@@ -1,7 +1,7 @@
 // model_step_bench: forward-step latency of a BF16 model and its DF11 twin on the GPU.
 // Usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] [--prefill N]
 //                         [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes]
-//                         [--lane-code auto|huffman|fixed]
+//                         [--lane-code auto|huffman|fixed] [--no-prefetch]
 // Per model (loaded one after the other): every sequence first gets P (default 512) cached
 // positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
 // decode steps where sequences 0..B-1 each append one token at position P (the same work every
@@ -20,7 +20,9 @@
 // Decode steps replay CUDA graphs (ModelOptions::cuda_graphs; profiled runs never do); --eager
 // runs them op by op. DF11 linears run the fused DF11 GEMV up to 4 tokens (ModelOptions::
 // df11_lanes); --no-lanes decodes every unit into the scratch first, as before. --lane-code picks
-// how lane streams code exponents (ModelOptions::df11_lane_code; default auto).
+// how lane streams code exponents (ModelOptions::df11_lane_code; default auto); --no-prefetch
+// decodes each unit just before its first linear instead of while the layer before runs
+// (ModelOptions::df11_prefetch).
 // Every decode line also gives its floor: the model's weights plus each sequence's KV read once at
 // the read roofline measured first (read_roofline.h), and the step's ratio to it.
 #include <cuda_runtime.h>
@@ -50,6 +52,7 @@ struct Options {
   bool profile = false;
   bool eager = false;
   bool no_lanes = false;
+  bool no_prefetch = false;
   ModelOptions::LaneCodeChoice lane_code = ModelOptions::LaneCodeChoice::kAuto;
   bool logits = false;  // decode steps copy fp32 logits to the host instead of sampling
 };
@@ -129,7 +132,7 @@ json ProfileOf(const Timing& t, const char* label) {
 // read_bytes_per_s: the read roofline (read_roofline.h); a decode step's floor is its weights plus
 // every sequence's KV read once at that rate.
 StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_bytes_per_s) {
-  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda, .cuda_graphs = !o.eager, .df11_lanes = !o.no_lanes, .df11_lane_code = o.lane_code}));
+  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda, .cuda_graphs = !o.eager, .df11_lanes = !o.no_lanes, .df11_lane_code = o.lane_code, .df11_prefetch = !o.no_prefetch}));
   const ModelConfig& c = model->config();
   const LoadReport& r = model->load_report();
   const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
@@ -248,6 +251,8 @@ bool ParseArgs(int argc, char** argv, Options& o) {
       o.eager = true;
     } else if (a == "--no-lanes") {
       o.no_lanes = true;
+    } else if (a == "--no-prefetch") {
+      o.no_prefetch = true;
     } else if (a == "--lane-code") {
       const std::string v = value();
       if (v != "auto" && v != "huffman" && v != "fixed") return false;
@@ -275,7 +280,7 @@ int Main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, o)) {
     std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
                          "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes] "
-                         "[--lane-code auto|huffman|fixed]\n");
+                         "[--lane-code auto|huffman|fixed] [--no-prefetch]\n");
     return 2;
   }
   cudaDeviceProp prop{};

@@ -188,6 +188,26 @@ void DestroyStream(GpuStream stream) {
   if (stream != nullptr) cudaStreamDestroy(reinterpret_cast<cudaStream_t>(stream));
 }
 
+StreamEvent::~StreamEvent() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+Status StreamEvent::Record(GpuStream stream) {
+  if (event_ == nullptr) {
+    cudaEvent_t e = nullptr;
+    DF11_RETURN_IF_ERROR(CheckCuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+    event_ = e;
+  }
+  return CheckCuda(cudaEventRecord(static_cast<cudaEvent_t>(event_), reinterpret_cast<cudaStream_t>(stream)),
+                   "cudaEventRecord");
+}
+
+Status StreamEvent::Wait(GpuStream waiter) const {
+  if (event_ == nullptr) return Status::Ok();
+  return CheckCuda(cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(waiter), static_cast<cudaEvent_t>(event_), 0),
+                   "cudaStreamWaitEvent");
+}
+
 EventTimer::~EventTimer() {
   for (void* e : events_) {
     if (e != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(e));

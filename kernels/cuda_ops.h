@@ -116,6 +116,21 @@ class EventTimer {
   size_t used_ = 0;
 };
 
+// Orders work across two streams without timing it: Record marks what one stream has enqueued so
+// far; Wait makes another stream wait for it. Created on first Record; not copyable.
+class StreamEvent {
+ public:
+  StreamEvent() = default;
+  ~StreamEvent();
+  StreamEvent(const StreamEvent&) = delete;
+  StreamEvent& operator=(const StreamEvent&) = delete;
+  Status Record(GpuStream stream);
+  Status Wait(GpuStream waiter) const;  // no-op before the first Record
+
+ private:
+  void* event_ = nullptr;  // cudaEvent_t
+};
+
 // ---- ops ----
 
 // out[r] = bf16(x[r] * rsqrt(mean(x[r]^2) + eps) ...) per transformers:

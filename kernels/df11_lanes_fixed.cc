@@ -67,7 +67,7 @@ uint64_t FixedLanesBytesBound(const std::array<uint64_t, 256>& histogram, int64_
   }
   const Geometry geo = MakeGeometry(rows, cols, rows_per_tile);
   const uint64_t tiles = geo.tiles();
-  return 4 * tiles * geo.stride() + 4 * (escapes / 8 + tiles + 2 * kLanes) + rare + 1 + 8 * (tiles + 1) + 24;
+  return 4 * tiles * geo.stride() + 4 * (escapes / 8 + tiles + uint64_t{2} * kLanes) + rare + 1 + 8 * (tiles + 1) + 24;
 }
 
 int FixedRowsPerTile(int64_t rows, int64_t cols) {
@@ -143,7 +143,7 @@ StatusOr<LaneStreams> BuildFixedLaneStreams(std::span<const uint16_t> w, const s
   out.tile_escapes[tiles] = static_cast<uint32_t>(escape_words);
   out.tile_rare[tiles] = static_cast<uint32_t>(rare);
   out.words.assign(tiles * out.tile_stride, 0);
-  out.escapes.assign(escape_words + 2 * kLanes, 0);
+  out.escapes.assign(escape_words + uint64_t{2} * kLanes, 0);
   out.rare.assign(rare + 1, 0);
   // Pass 2: codes, then each entry's escapes in the kernel's order.
   ParallelFor(tiles, 0, [&](int64_t begin, int64_t end, int) {

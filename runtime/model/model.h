@@ -53,6 +53,11 @@ struct ModelOptions {
   // matrix, whatever its size (tests and measurements).
   enum class LaneCodeChoice { kAuto, kHuffman, kFixed3 };
   LaneCodeChoice df11_lane_code = LaneCodeChoice::kAuto;
+  // kCuda, DF11: in steps that run op by op (prefill, mixed steps, a decode shape's first run), a
+  // layer's unit decodes on a second stream while the layer before it computes (two halves of the
+  // scratch, which then holds twice the largest layer unit if that is more than it held). Same
+  // kernels, same bits; false decodes each unit just before its first linear.
+  bool df11_prefetch = true;
   // DF11 checkpoint: every unit is decoded once at load (on the CPU) and kept as BF16, so the model
   // holds and runs exactly as its BF16 original would (same bits, same kernels, BF16's bytes and
   // speed) from the DF11 files alone. No effect on a BF16 checkpoint.

@@ -96,6 +96,7 @@ struct Model::CudaState {
   CudaState() = default;
   ~CudaState() {
     if (lane_words_pinned) cuda::UnpinHost(lane_words.data());
+    cuda::DestroyStream(decode_stream);
     cuda::DestroyStream(stream);
   }
   CudaState(const CudaState&) = delete;
@@ -124,6 +125,17 @@ struct Model::CudaState {
   // Per step.
   StackedLinears stacked;            // CudaStackedLinears(config), set at load
   int loaded_unit = -1;              // unit decoded in the scratch now (-1: none / unknown)
+  // Decoding ahead (ModelOptions::df11_prefetch; steps that run op by op): layer units decode into
+  // two halves of the scratch, each unit's successor (next_unit) on decode_stream while the
+  // current unit's linears run. half_unit: the unit in (or decoding into) each half; `pending`:
+  // the unit whose decode `decode_ready` marks, not yet waited for by `stream`.
+  GpuStream decode_stream = nullptr;    // null: no decoding ahead
+  std::vector<int> next_unit;           // per unit: the unit the forward pass decodes next, or -1
+  uint64_t half_elements = 0;           // elements of a half: the largest unit in a next_unit chain
+  int half_unit[2] = {-1, -1};
+  int pending = -1, current_unit = -1;  // current: the unit the last WeightData returned
+  bool capturing = false;               // a CUDA graph capture is under way (no decoding ahead)
+  cuda::StreamEvent decode_ready, scratch_free;
   cuda::DeviceBuffer activations;    // bf16 buffers of the step, grown on demand
   cuda::DeviceBuffer batch_arrays;   // int32 token/position/table arrays of the step
   cuda::DeviceBuffer attention_workspace;  // split-KV partials (cuda::AttentionWorkspaceFloats)
@@ -171,8 +183,13 @@ struct Model::CudaState {
   StatusOr<DeviceLinear> UploadFused(const Checkpoint& checkpoint, const std::vector<const LinearWeight*>& parts);
   // Step helpers (model_cuda_step.cc).
   StatusOr<StepBuffers> PrepareBuffers(const ModelConfig& c, int64_t tokens, int64_t rows);
-  // Makes w's BF16 matrix available (decoding its unit into the scratch if needed).
+  // Makes w's BF16 matrix available (decoding its unit into the scratch if needed, and, decoding
+  // ahead, starting its successor's decode).
   StatusOr<const uint16_t*> WeightData(const DeviceLinear& w);
+  // Decodes unit `unit` into dst (its scratch layout) on `s`, timed by decode_timer.
+  Status DecodeUnit(int unit, uint16_t* dst, GpuStream s);
+  // Makes `stream` wait for a decode ahead still pending, and forgets what the halves hold.
+  Status JoinDecodes();
   // y[T, out] = x[T, in] · W^T (+ bias), bf16.
   Status Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y);
   // Enqueues `forward` on the stream: the first time for a shape as is, the second time captured

@@ -350,6 +350,23 @@ Status Model::LoadCuda() {
   }
   if (st.lm_head.bias != nullptr) longest_bias = std::max(longest_bias, st.lm_head.out_features);
   if (longest_bias > 0) DF11_RETURN_IF_ERROR(st.gemm.ReserveBias(longest_bias));
+  st.next_unit.assign(st.units.size(), -1);
+  if (options_.df11_prefetch) {  // the layers' units in forward order, each decoded while the one before runs
+    std::vector<int> chain;
+    for (const DeviceLayer& layer : st.layers) {
+      for (const DeviceLinear& w : layer.linears) {
+        if (w.unit >= 0 && (chain.empty() || chain.back() != w.unit)) chain.push_back(w.unit);
+      }
+    }
+    for (size_t i = 0; i < chain.size(); ++i) {
+      st.half_elements = std::max(st.half_elements, st.units[chain[i]]->scratch_elements);
+      if (i + 1 < chain.size()) st.next_unit[chain[i]] = chain[i + 1];
+    }
+    if (chain.size() >= 2) {
+      st.scratch_needed = std::max(st.scratch_needed, uint64_t{4} * st.half_elements);  // bytes of two halves
+      DF11_ASSIGN_OR_RETURN(st.decode_stream, cuda::CreateStream());
+    }
+  }
   DF11_RETURN_IF_ERROR(st.scratch->Reserve(st.scratch_needed));
   DF11_RETURN_IF_ERROR(st.PrepareBuffers(config_, 256, 1).status());
   DF11_RETURN_IF_ERROR(

@@ -99,30 +99,79 @@ StatusOr<StepBuffers> Model::CudaState::PrepareBuffers(const ModelConfig& c, int
   return b;
 }
 
+Status Model::CudaState::DecodeUnit(int unit, uint16_t* dst, GpuStream s) {
+  const DeviceUnitPlan& plan = *units[unit];
+  const DeviceUnit& u = plan.buffer.unit();
+  DF11_RETURN_IF_ERROR(decode_timer.Begin(s));
+  if (plan.slim) {  // every matrix from its lane streams
+    for (const DeviceUnitPlan::LaneMatrix& m : plan.lane_matrices) {
+      const Status st = LaunchLanesDecode(lanes[m.lanes].lanes(), TablesOf(u), u.sign_mantissa + m.unit_offset,
+                                          dst + m.scratch_offset, s);
+      if (!st.ok()) return st.WithContext(plan.host->path);
+    }
+  } else {
+    for (const DeviceUnitPlan::Range& r : plan.ranges) {
+      const Status st = LaunchDf11Decode(u, plan.buffer.layout(), r.begin, r.end, dst + r.scratch_offset, s);
+      if (!st.ok()) return st.WithContext(plan.host->path);
+    }
+  }
+  return decode_timer.End(s);
+}
+
+Status Model::CudaState::JoinDecodes() {
+  if (pending >= 0) DF11_RETURN_IF_ERROR(decode_ready.Wait(stream));
+  pending = -1;
+  half_unit[0] = half_unit[1] = -1;
+  current_unit = -1;
+  return Status::Ok();
+}
+
 StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
   if (w.unit < 0) return w.plain;
-  if (loaded_unit != w.unit) {
-    const DeviceUnitPlan& plan = *units[w.unit];
-    const DeviceUnit& u = plan.buffer.unit();
-    loaded_unit = -1;
-    DF11_RETURN_IF_ERROR(decode_timer.Begin(stream));
-    if (plan.slim) {  // every matrix from its lane streams
-      for (const DeviceUnitPlan::LaneMatrix& m : plan.lane_matrices) {
-        const Status st = LaunchLanesDecode(lanes[m.lanes].lanes(), TablesOf(u), u.sign_mantissa + m.unit_offset,
-                                            scratch->data() + m.scratch_offset, stream);
-        if (!st.ok()) return st.WithContext(plan.host->path);
-      }
-    } else {
-      for (const DeviceUnitPlan::Range& r : plan.ranges) {
-        const Status st =
-            LaunchDf11Decode(u, plan.buffer.layout(), r.begin, r.end, scratch->data() + r.scratch_offset, stream);
-        if (!st.ok()) return st.WithContext(plan.host->path);
-      }
+  const bool ahead = decode_stream != nullptr && !capturing && units[w.unit]->scratch_elements <= half_elements;
+  if (!ahead) {  // one unit at the scratch's start, decoded on the step's stream
+    if (half_unit[0] >= 0 || half_unit[1] >= 0 || pending >= 0) {
+      DF11_RETURN_IF_ERROR(JoinDecodes());
+      loaded_unit = -1;
     }
-    DF11_RETURN_IF_ERROR(decode_timer.End(stream));
-    loaded_unit = w.unit;
+    if (loaded_unit != w.unit) {
+      loaded_unit = -1;
+      DF11_RETURN_IF_ERROR(DecodeUnit(w.unit, scratch->data(), stream));
+      loaded_unit = w.unit;
+    }
+    return static_cast<const uint16_t*>(scratch->data() + w.scratch_offset);
   }
-  return static_cast<const uint16_t*>(scratch->data() + w.scratch_offset);
+  loaded_unit = -1;  // the scratch's start is half 0 now
+  int h = half_unit[0] == w.unit ? 0 : half_unit[1] == w.unit ? 1 : -1;
+  if (h >= 0 && pending == w.unit) {  // decoded ahead: wait for it here, not before
+    DF11_RETURN_IF_ERROR(decode_ready.Wait(stream));
+    pending = -1;
+  }
+  if (h < 0) {           // not decoded ahead: now, on the stream, into the half the current unit is not in
+    if (pending >= 0) {  // (its half stays valid; the decode below may reuse it)
+      DF11_RETURN_IF_ERROR(decode_ready.Wait(stream));
+      pending = -1;
+    }
+    h = half_unit[0] == current_unit && current_unit >= 0 ? 1 : 0;
+    half_unit[h] = -1;
+    DF11_RETURN_IF_ERROR(DecodeUnit(w.unit, scratch->data() + h * half_elements, stream));
+    half_unit[h] = w.unit;
+  }
+  if (w.unit != current_unit) {  // the unit's first linear: start its successor's decode
+    current_unit = w.unit;
+    const int next = next_unit[w.unit];
+    if (next >= 0 && pending < 0 && half_unit[1 - h] != next && units[next]->scratch_elements <= half_elements) {
+      // The other half is free once the stream's work so far (the previous unit's linears) is done.
+      DF11_RETURN_IF_ERROR(scratch_free.Record(stream));
+      DF11_RETURN_IF_ERROR(scratch_free.Wait(decode_stream));
+      half_unit[1 - h] = -1;
+      DF11_RETURN_IF_ERROR(DecodeUnit(next, scratch->data() + (1 - h) * half_elements, decode_stream));
+      DF11_RETURN_IF_ERROR(decode_ready.Record(decode_stream));
+      half_unit[1 - h] = next;
+      pending = next;
+    }
+  }
+  return static_cast<const uint16_t*>(scratch->data() + h * half_elements + w.scratch_offset);
 }
 
 Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y) {
@@ -168,7 +217,9 @@ Status Model::CudaState::ReplayOrCapture(int64_t tokens, int64_t max_keys, const
   }
   const size_t events_before = decode_timer.used();
   Status st = cuda::BeginCapture(stream);
+  capturing = true;  // no decoding ahead on another stream inside a capture
   if (st.ok()) st = forward();
+  capturing = false;
   if (!st.ok()) {
     cuda::AbortCapture(stream);
     decode_timer.Restore(events_before);
@@ -289,6 +340,7 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
       st.attention_workspace.Reserve(cuda::AttentionWorkspaceFloats(c.head_dim) * 4, "attention split-KV workspace"));
   layout.split_workspace = st.attention_workspace.as<float>();
   st.loaded_unit = -1;  // a shared scratch may hold another model's unit
+  DF11_RETURN_IF_ERROR(st.JoinDecodes());
   st.decode_timer.Reset();
   st.gemm_timer.Reset();
   st.attention_timer.Reset();
@@ -316,10 +368,11 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
     }
     CudaOps ops{*this, st, layout, *input.kv_cache};
     DF11_RETURN_IF_ERROR(RunDecoderLayers(ops, c, st.layers, b.layer, T));
-    if (R == 0) return Status::Ok();
+    if (R == 0) return st.JoinDecodes();
     DF11_RETURN_IF_ERROR(cuda::GatherRows(hidden, arrays + hb.rows, R, H, b.selected, stream));
     DF11_RETURN_IF_ERROR(ops.RmsNorm(b.selected, st.final_norm, R, H, b.selected));
     DF11_RETURN_IF_ERROR(st.Linear(st.lm_head, b.selected, R, b.logits));
+    DF11_RETURN_IF_ERROR(st.JoinDecodes());  // nothing of this step left on the decode stream
     return cuda::LogitsToFloat(b.logits, R * vocab, static_cast<float>(c.final_logit_softcapping), b.logits_f32,
                                stream);
   };

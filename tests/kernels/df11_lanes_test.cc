@@ -258,6 +258,7 @@ TEST(Df11FixedLanes, Errors) {
   // Nine exponents in one group, so one escape; its tile then claims no nibbles, or its nibble says
   // "rare" with no rare byte: the reference decoder says so.
   std::vector<uint16_t> nine;
+  nine.reserve(16);
   for (int e = 0; e < 16; ++e) nine.push_back(ComposeBf16(static_cast<uint8_t>(100 + e % 9), 0));
   auto lanes = BuildFixedLaneStreams(nine, ExponentHistogram(nine), 1, 16, 1, "cut");
   ASSERT_TRUE(lanes.ok());
