@@ -2,9 +2,10 @@
 // (df11_lanes_fixed.h), against the BF16 Gemv on the same weights, and against
 // today's DF11 path (decode the unit into a BF16 scratch, then Gemv), on the linears of a
 // Qwen3-8B-shaped layer as the CUDA model runs them (q|k|v and gate|up stacked) and its lm_head,
-// 1..kGemvMaxTokens tokens; plus the decoders alone (both lane decoders and the chunk decoder, weights/s),
-// beside the read roofline measured in the same run. Each timed call reads a different copy of
-// the weights (copies fill > 1 GB), so the 50 MB L2 never holds them. CUDA events, 3 warm-ups,
+// 1..kGemvMaxTokens tokens; at 8, 16 and 32 tokens the tensor-core linears (TileGemm on BF16,
+// Df11TileGemm on fixed lanes) against cuBLAS and against decode-then-cuBLAS; plus the decoders alone (both lane
+// decoders and the chunk decoder, weights/s), beside the read roofline measured in the same run. Each timed call reads
+// a different copy of the weights (copies fill > 1 GB), so the 50 MB L2 never holds them. CUDA events, 3 warm-ups,
 // median of 30. Random N(0, 0.02) BF16 weights. Checks that both fused GEMVs give the BF16 Gemv's
 // bits. Prints a table; --json FILE writes the numbers.
 #include <cuda_runtime.h>
@@ -73,6 +74,10 @@ int Main(int argc, char** argv) {
                      "\", \"read_roofline_tbs\": " + std::to_string(roofline / 1e12) + ", \"results\": [";
   bool first_row = true;
   double step_bf16[5] = {}, step_fused[5] = {}, step_fixed[5] = {}, step_scratch[5] = {};  // per tokens, ms per step
+  // The same at 8, 16 and 32 tokens (index 0..2): TileGemm, cuBLAS, Df11TileGemm, fixed decode + cuBLAS.
+  double tile_bf16[3] = {}, tile_cublas[3] = {}, tile_df11[3] = {}, tile_scratch[3] = {};
+  cuda::GemmHandle gemm;
+  Check(gemm.Init(nullptr));
   std::printf("%-13s %3s | %9s %9s %9s %9s | %6s %6s %6s | %s\n", "linear", "T", "bf16 ms", "fused ms", "fixed ms",
               "scratch", "fu/bf", "fx/bf", "sc/bf", "bits");
   for (const Shape& s : kShapes) {
@@ -113,13 +118,13 @@ int Main(int argc, char** argv) {
     auto scratch = cuda::DeviceBuffer::Allocate(2 * n, "scratch");
     Check(scratch.status());
     uint16_t* out = scratch->as<uint16_t>();
-    auto xb = cuda::DeviceBuffer::Allocate(cuda::kGemvMaxTokens * s.k * 2, "x");
-    auto yb = cuda::DeviceBuffer::Allocate(cuda::kGemvMaxTokens * s.n * 2, "y");
-    auto yb2 = cuda::DeviceBuffer::Allocate(cuda::kGemvMaxTokens * s.n * 2, "y2");
+    auto xb = cuda::DeviceBuffer::Allocate(cuda::kTileGemmMaxTokens * s.k * 2, "x");
+    auto yb = cuda::DeviceBuffer::Allocate(cuda::kTileGemmMaxTokens * s.n * 2, "y");
+    auto yb2 = cuda::DeviceBuffer::Allocate(cuda::kTileGemmMaxTokens * s.n * 2, "y2");
     Check(xb.status());
     Check(yb.status());
     Check(yb2.status());
-    std::vector<uint16_t> hx(cuda::kGemvMaxTokens * s.k);
+    std::vector<uint16_t> hx(cuda::kTileGemmMaxTokens * s.k);
     for (auto& v : hx) v = Bf16(dist(rng) * 50);
     CK(cudaMemcpy(xb->data(), hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
     const uint16_t* x = xb->as<uint16_t>();
@@ -189,8 +194,55 @@ int Main(int argc, char** argv) {
           ", \"df11_bytes\": " + std::to_string(df11_bytes) + ", \"lanes_bytes\": " + std::to_string(lanes_bytes) + "}";
       first_row = false;
     }
+    for (int b = 0; b < 3; ++b) {
+      const int64_t t = 8 << b;
+      const double tile = MedianMs(copies, [&](int i) {
+        Check(cuda::TileGemm(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
+      });
+      const double cublas =
+          MedianMs(copies, [&](int i) { Check(gemm.CublasGemm(x, c[i].plain.as<uint16_t>(), t, s.n, s.k, false, y)); });
+      const double fused = MedianMs(copies, [&](int i) {
+        Check(Df11TileGemm(x, c[i].fixed.lanes(), c[i].unit.unit().sign_mantissa, nullptr, t, false, y2, nullptr));
+      });
+      const double via_scratch = MedianMs(copies, [&](int i) {
+        Check(LaunchLanesDecode(c[i].fixed.lanes(), {}, c[i].unit.unit().sign_mantissa, out, nullptr));
+        Check(gemm.CublasGemm(x, out, t, s.n, s.k, false, y));
+      });
+      Check(cuda::TileGemm(x, c[0].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
+      Check(Df11TileGemm(x, c[0].fixed.lanes(), c[0].unit.unit().sign_mantissa, nullptr, t, false, y2, nullptr));
+      std::vector<uint16_t> a(t * s.n), f(t * s.n);
+      CK(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(f.data(), y2, f.size() * 2, cudaMemcpyDeviceToHost));
+      const bool same = a == f;
+      tile_bf16[b] += s.per_step * tile;
+      tile_cublas[b] += s.per_step * cublas;
+      tile_df11[b] += s.per_step * fused;
+      tile_scratch[b] += s.per_step * via_scratch;
+      std::printf(
+          "%-13s %3ld | tile %9.4f cublas %9.4f df11 tile %9.4f fixed+cublas %9.4f | tile/cublas %6.3f "
+          "df11/tile %6.3f df11/cublas %6.3f | %s\n",
+          s.name, static_cast<long>(t), tile, cublas, fused, via_scratch, tile / cublas, fused / tile, fused / cublas,
+          same ? "same" : "DIFFER");
+      json += std::string(",") + "\n  {\"linear\": \"" + s.name + "\", \"tokens\": " + std::to_string(t) +
+              ", \"bf16_tile_gemm_ms\": " + std::to_string(tile) + ", \"bf16_cublas_ms\": " + std::to_string(cublas) +
+              ", \"df11_tile_gemm_ms\": " + std::to_string(fused) +
+              ", \"df11_fixed_decode_then_cublas_ms\": " + std::to_string(via_scratch) +
+              ", \"tile_bits_equal_bf16\": " + (same ? "true" : "false") + "}";
+    }
   }
   std::printf("\nlinears of one decode step (36 layers + lm_head), ms:\n");
+  for (int b = 0; b < 3; ++b) {
+    std::printf(
+        "  T=%d: BF16 TileGemm %.3f, cuBLAS %.3f (TileGemm/cuBLAS %.3f), DF11 Df11TileGemm %.3f (%.3fx "
+        "TileGemm, %.3fx cuBLAS), DF11 fixed decode+cuBLAS %.3f (%.3fx cuBLAS)\n",
+        8 << b, tile_bf16[b], tile_cublas[b], tile_bf16[b] / tile_cublas[b], tile_df11[b], tile_df11[b] / tile_bf16[b],
+        tile_df11[b] / tile_cublas[b], tile_scratch[b], tile_scratch[b] / tile_cublas[b]);
+    json += std::string(",") + "\n  {\"step_linears_tokens\": " + std::to_string(8 << b) +
+            ", \"bf16_tile_gemm_ms\": " + std::to_string(tile_bf16[b]) +
+            ", \"bf16_cublas_ms\": " + std::to_string(tile_cublas[b]) +
+            ", \"df11_tile_gemm_ms\": " + std::to_string(tile_df11[b]) +
+            ", \"df11_fixed_decode_then_cublas_ms\": " + std::to_string(tile_scratch[b]) + "}";
+  }
   for (int t = 1; t <= 4; ++t) {
     std::printf("  T=%d: BF16 Gemv %.3f, DF11 fused %.3f (%.3fx), fixed %.3f (%.3fx), DF11 decode+Gemv %.3f (%.3fx)\n",
                 t, step_bf16[t], step_fused[t], step_fused[t] / step_bf16[t], step_fixed[t],

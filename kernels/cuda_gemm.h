@@ -28,6 +28,21 @@ bool GemvApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k
 Status Gemv(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
             bool accumulate, uint16_t* y, GpuStream stream, int rows_per_warp = 0);
 
+// The tensor-core small-batch linear (cuda_tile_gemm.cu): y[T, N] = x[T, K] · W[N, K]^T (+ bias
+// [N] fp32) (+ y's old value when accumulate), fp32 accumulation rounded to bf16 once, for
+// kGemvMaxTokens < T <= kTileGemmMaxTokens. W goes through shared memory in the geometry of fixed
+// lanes with rows_per_tile rows per tile (0: FixedRowsPerTile(n, k), what a DF11 model's fixed
+// lanes use), so the fused DF11 linear (Df11TileGemm, df11_lanes_cuda.h) on the same tiles gives
+// the same bits. Deterministic: the order depends on (rows_per_tile, T <= 8 or not, K) only.
+inline constexpr int64_t kTileGemmMaxTokens = 32;
+// Whether TileGemm takes these operands: T in (kGemvMaxTokens, kTileGemmMaxTokens], K % 8 == 0,
+// x and W 16-byte aligned.
+bool TileGemmApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k);
+// Asynchronous, launched as a dependent. INVALID_ARGUMENT (naming the shapes) where
+// TileGemmApplies is false or rows_per_tile is not 0, 1, 2 or 4.
+Status TileGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
+                bool accumulate, uint16_t* y, GpuStream stream, int rows_per_tile = 0);
+
 class GemmHandle {
  public:
   GemmHandle() = default;
@@ -38,13 +53,16 @@ class GemmHandle {
   // Creates the cuBLAS handle bound to `stream` with a 32 MiB workspace.
   Status Init(GpuStream stream);
   // Every pointer device memory; x, w, y 16-byte aligned. Up to kGemvMaxTokens tokens run Gemv,
-  // more run cuBLAS: the kernel depends on the shapes and alignment only, never on where W came
-  // from (a DF11 weight and its BF16 twin give the same bits). INTERNAL (naming the shapes) on a
-  // cuBLAS error.
+  // up to kTileGemmMaxTokens TileGemm, more cuBLAS: the kernel depends on the shapes and alignment
+  // only, never on where W came from (a DF11 weight and its BF16 twin give the same bits).
+  // INTERNAL (naming the shapes) on a cuBLAS error.
   Status Gemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
               uint16_t* y);
+  // Gemm through cuBLAS whatever the tokens (benchmarks compare the small-batch kernels with it).
+  Status CublasGemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
+                    uint16_t* y);
   // y = x · W^T + bias (bias: [n] fp32 holding bf16 values), rounded to bf16 once. Up to
-  // kGemvMaxTokens tokens: Gemv with the bias in its sum. More, as PyTorch's addmm: cublasLt with the bias epilogue (a bf16 bias vector, the
+  // kTileGemmMaxTokens tokens: Gemv or TileGemm with the bias in its sum. More, as PyTorch's addmm: cublasLt with the bias epilogue (a bf16 bias vector, the
   // first heuristic algorithm under the same workspace and alignment preferences); an Lt
   // configuration the library refuses broadcasts the bias into y and accumulates.
   Status GemmBias(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,

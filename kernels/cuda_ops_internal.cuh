@@ -36,21 +36,29 @@ __device__ __forceinline__ void AllowDependents() {
 #endif
 }
 
-// Launches kernel<<<grid, block, 0, stream>>>(args...) as a dependent of the stream's previous
-// kernel (programmatic stream serialization). Returns the launch's error (callers may leave it to
-// their CheckLaunch).
+// Launches kernel<<<grid, block, shared_bytes, stream>>>(args...) as a dependent of the stream's
+// previous kernel (programmatic stream serialization). Returns the launch's error (callers may
+// leave it to their CheckLaunch).
 template <typename... Params, typename... Args>
-cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+cudaError_t LaunchDependentShared(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                                  cudaStream_t stream, Args... args) {
   cudaLaunchAttribute dependent[1];
   dependent[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   dependent[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   config.attrs = dependent;
   config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
+// LaunchDependentShared without dynamic shared memory.
+template <typename... Params, typename... Args>
+cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+  return LaunchDependentShared(kernel, grid, block, 0, stream, args...);
 }
 
 // A persistent grid's fit: how many blocks of a kernel every SM holds at once, asked once per

@@ -183,6 +183,14 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
                                   tokens, false, y, stream));
     return profile ? gemm_timer.End(stream) : Status::Ok();
   }
+  if (w.lanes >= 0 && Df11TileGemmApplies(x, lanes[w.lanes].lanes(), tokens)) {
+    // The fused DF11 tensor-core linear: the bits of TileGemm (what GemmHandle runs for the twin).
+    const DeviceUnit& u = units[w.unit]->buffer.unit();
+    if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
+    DF11_RETURN_IF_ERROR(
+        Df11TileGemm(x, lanes[w.lanes].lanes(), u.sign_mantissa + w.unit_offset, w.bias, tokens, false, y, stream));
+    return profile ? gemm_timer.End(stream) : Status::Ok();
+  }
   DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
   if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
   if (w.bias != nullptr) {

@@ -524,6 +524,50 @@ TEST(CudaOps, GemvMatchesCpuForEveryTokenCount) {
             StatusCode::kInvalidArgument);
 }
 
+// TileGemm (the tensor-core linear GemmHandle runs for kGemvMaxTokens < T <= kTileGemmMaxTokens)
+// vs the CPU matmul: every token bucket (<= 8, 16, 32), every tile height, a bias, accumulate, K
+// not a multiple of a stage (1024 / rows_per_tile columns) nor of 32, N not a multiple of a CTA's
+// rows; the same bits twice.
+TEST(CudaOps, TileGemmMatchesCpu) {
+  REQUIRE_GPU();
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{37, 264}, {96, 4096}, {1000, 1032}, {8200, 136}}) {
+    for (const int64_t tokens : {5, 8, 9, 16, 17, 32}) {
+      const auto x = RandomBf16(tokens * k, 30 + tokens), w = RandomBf16(n * k, 31, 0.05f);
+      const auto bias = ToFloat(RandomBf16(n, 32));
+      std::vector<float> want(tokens * n);
+      cpu::MatmulBf16(ToFloat(x).data(), w.data(), bias.data(), tokens, n, k, want.data(), 1);
+      auto dx = Upload(x), dw = Upload(w), dbias = Upload(bias);
+      ASSERT_TRUE(cuda::TileGemmApplies(dx.as<uint16_t>(), dw.as<uint16_t>(), tokens, k));
+      for (const int rows_per_tile : {0, 1, 2, 4}) {
+        SCOPED_TRACE(std::to_string(tokens) + " tokens, n " + std::to_string(n) + ", k " + std::to_string(k) + ", " +
+                     std::to_string(rows_per_tile) + " rows per tile");
+        auto y = Upload(std::vector<uint16_t>(tokens * n)), again = Upload(std::vector<uint16_t>(tokens * n));
+        for (auto* out : {&y, &again}) {
+          ASSERT_TRUE(cuda::TileGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), dbias.as<float>(), tokens, n, k, false,
+                                     out->as<uint16_t>(), nullptr, rows_per_tile)
+                          .ok());
+        }
+        const auto got = Download<uint16_t>(y, tokens * n);
+        EXPECT_EQ(got, Download<uint16_t>(again, tokens * n));
+        EXPECT_LE(RelError(ToFloat(got), want), 1e-2);
+        ASSERT_TRUE(cuda::BroadcastBias(dbias.as<float>(), tokens, n, y.as<uint16_t>(), nullptr).ok());
+        ASSERT_TRUE(cuda::TileGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, true, y.as<uint16_t>(),
+                                   nullptr, rows_per_tile)
+                        .ok());
+        EXPECT_LE(RelError(ToFloat(Download<uint16_t>(y, tokens * n)), want), 1e-2);
+      }
+    }
+  }
+  const auto x = Upload(RandomBf16(16, 1));
+  EXPECT_FALSE(cuda::TileGemmApplies(x.as<uint16_t>(), x.as<uint16_t>(), cuda::kGemvMaxTokens, 8));
+  EXPECT_FALSE(cuda::TileGemmApplies(x.as<uint16_t>(), x.as<uint16_t>(), cuda::kTileGemmMaxTokens + 1, 8));
+  EXPECT_FALSE(cuda::TileGemmApplies(x.as<uint16_t>(), x.as<uint16_t>(), 8, 12));
+  EXPECT_EQ(cuda::TileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 1, 16, false, nullptr, nullptr, 3).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda::TileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 33, 1, 16, false, nullptr, nullptr).code(),
+            StatusCode::kInvalidArgument);
+}
+
 #endif  // DF11_HAVE_CUDA
 
 }  // namespace

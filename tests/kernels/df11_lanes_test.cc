@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <numeric>
 #include <random>
 
@@ -341,16 +342,22 @@ std::unique_ptr<DeviceMatrix> MakeMatrix(std::vector<uint16_t> words, int64_t ro
   return m;
 }
 
-// Shapes of the seed architectures' linears, scaled down in rows where that keeps every kind of
-// tile (rows >= 8192 take 4 rows per tile in the BF16 Gemv, fewer take 1; a short last tile).
-TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
-  REQUIRE_GPU();
-  std::mt19937 rng(5);
+// A linear on the device: y = x · W^T (+ bias) (+ y) for W = m's lane variant `tiles` (DF11) or its
+// BF16 twin with that variant's geometry.
+using LinearFn = std::function<Status(const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias,
+                                      int64_t tokens, bool accumulate, uint16_t* y)>;
+
+// Expects fused == twin, bit for bit, on the seed architectures' linear shapes (scaled down in rows
+// where that keeps every kind of tile: rows >= 8192 take 4 rows per tile, fewer 1; a short last
+// tile), for every token count, lane variant from first_variant on, and plain, bias, accumulate.
+void ExpectFusedIsTwin(const std::vector<int64_t>& token_counts, int first_variant, uint32_t seed, const LinearFn& twin,
+                       const LinearFn& fused) {
+  std::mt19937 rng(seed);
   for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 8}, {33, 264}, {300, 4096}, {130, 12288}, {70, 5120}, {40, 3072}, {8195, 64}, {257, 2560}}) {
     const auto m =
         MakeMatrix(testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(rows + cols)), rows, cols);
-    for (int64_t tokens = 1; tokens <= cuda::kGemvMaxTokens; ++tokens) {
+    for (const int64_t tokens : token_counts) {
       const auto x = testing::GaussianWeights(tokens * cols, 1.0f, static_cast<uint32_t>(tokens * 7 + cols));
       std::vector<float> bias(rows);
       for (auto& b : bias) b = static_cast<float>(static_cast<int>(rng() % 200) - 100) / 64.0f;  // bf16 values
@@ -360,16 +367,12 @@ TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
       for (int variant = 0; variant < 3; ++variant) {  // plain, bias, accumulate
         const float* b = variant == 1 ? dbias.as<float>() : nullptr;
         const bool accumulate = variant == 2;
-        const auto want_buf = Upload(old_y);
-        ASSERT_TRUE(cuda::Gemv(dx.as<uint16_t>(), m->plain.as<uint16_t>(), b, tokens, rows, cols, accumulate,
-                               want_buf.as<uint16_t>(), nullptr)
-                        .ok());
-        const auto want = Download<uint16_t>(want_buf, tokens * rows);
-        for (int tiles = 0; tiles < kLaneVariants; ++tiles) {
+        for (int tiles = first_variant; tiles < kLaneVariants; ++tiles) {
+          const auto want_buf = Upload(old_y);
+          ASSERT_TRUE(twin(*m, tiles, dx.as<uint16_t>(), b, tokens, accumulate, want_buf.as<uint16_t>()).ok());
+          const auto want = Download<uint16_t>(want_buf, tokens * rows);
           const auto got_buf = Upload(old_y);
-          const Status st =
-              Df11Gemv(dx.as<uint16_t>(), m->lanes[tiles].lanes(), TablesOf(m->unit.unit()),
-                       m->unit.unit().sign_mantissa, b, tokens, accumulate, got_buf.as<uint16_t>(), nullptr);
+          const Status st = fused(*m, tiles, dx.as<uint16_t>(), b, tokens, accumulate, got_buf.as<uint16_t>());
           ASSERT_TRUE(st.ok()) << st.ToString();
           const auto got = Download<uint16_t>(got_buf, tokens * rows);
           for (size_t i = 0; i < got.size(); ++i) {
@@ -380,6 +383,52 @@ TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
       }
     }
   }
+}
+
+// The fused GEMV (every lane variant) vs the BF16 Gemv, 1..kGemvMaxTokens tokens.
+TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
+  REQUIRE_GPU();
+  std::vector<int64_t> tokens(cuda::kGemvMaxTokens);
+  std::iota(tokens.begin(), tokens.end(), 1);
+  ExpectFusedIsTwin(
+      tokens, 0, 5,
+      [](const DeviceMatrix& m, int, const uint16_t* x, const float* bias, int64_t t, bool accumulate, uint16_t* y) {
+        const DeviceLanes& w = m.lanes[0].lanes();
+        return cuda::Gemv(x, m.plain.as<uint16_t>(), bias, t, w.rows, w.cols, accumulate, y, nullptr);
+      },
+      [](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
+         uint16_t* y) {
+        return Df11Gemv(x, m.lanes[tiles].lanes(), TablesOf(m.unit.unit()), m.unit.unit().sign_mantissa, bias, t,
+                        accumulate, y, nullptr);
+      });
+}
+
+// The fused DF11 tensor-core linear (fixed lanes) vs TileGemm on the BF16 twin with the same rows
+// per tile, in every token bucket.
+TEST(Df11LanesCuda, FusedTileGemmIsTileGemmBitForBit) {
+  REQUIRE_GPU();
+  ExpectFusedIsTwin(
+      {5, 8, 9, 16, 24, 32}, 2, 6,
+      [](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
+         uint16_t* y) {
+        const DeviceLanes& w = m.lanes[tiles].lanes();
+        return cuda::TileGemm(x, m.plain.as<uint16_t>(), bias, t, w.rows, w.cols, accumulate, y, nullptr,
+                              w.rows_per_tile);
+      },
+      [](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
+         uint16_t* y) {
+        return Df11TileGemm(x, m.lanes[tiles].lanes(), m.unit.unit().sign_mantissa, bias, t, accumulate, y, nullptr);
+      });
+  const auto x = Upload(std::vector<uint16_t>(size_t{8} * 64, 0));
+  const auto m = MakeMatrix(testing::GaussianWeights(size_t{8195} * 64, 0.02f, 3), 8195, 64);
+  EXPECT_TRUE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[4].lanes(), 8));   // 4 rows per tile, FixedRowsPerTile's
+  EXPECT_FALSE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[2].lanes(), 8));  // 1 row per tile: not the twin's
+  EXPECT_FALSE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[1].lanes(), 8));  // Huffman lanes
+  EXPECT_FALSE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[4].lanes(), 4));
+  EXPECT_EQ(Df11TileGemm(x.as<uint16_t>(), m->lanes[1].lanes(), m->unit.unit().sign_mantissa, nullptr, 8, false,
+                         nullptr, nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
@@ -473,6 +522,10 @@ TEST(Df11LanesCuda, GarbageStreamsStayInBounds) {
     ASSERT_TRUE(LaunchLanesDecode(up->lanes(), {}, m->unit.unit().sign_mantissa, out->as<uint16_t>(), nullptr).ok());
     ASSERT_TRUE(Df11Gemv(x.as<uint16_t>(), up->lanes(), {}, m->unit.unit().sign_mantissa, nullptr, 2, false,
                          out->as<uint16_t>(), nullptr)
+                    .ok());
+    const auto x8 = Upload(testing::GaussianWeights(8 * cols, 1.0f, 13));
+    ASSERT_TRUE(Df11TileGemm(x8.as<uint16_t>(), up->lanes(), m->unit.unit().sign_mantissa, nullptr, 8, false,
+                             out->as<uint16_t>(), nullptr)
                     .ok());
     ASSERT_TRUE(cuda::Synchronize(nullptr).ok());
   }

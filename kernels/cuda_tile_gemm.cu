@@ -1,0 +1,396 @@
+// The tensor-core small-batch linear (cuda_gemm.h: TileGemm; df11_lanes_cuda.h: Df11TileGemm):
+// y[T, N] = x[T, K] · W[N, K]^T for kGemvMaxTokens < T <= kTileGemmMaxTokens, W read once.
+//
+// Geometry, from rows_per_tile r (1, 2 or 4; fixed lanes' tiles, df11_lanes_fixed.h): a CTA of
+// kWarps warps owns kTiles = kWarps * kTilesPerWarp tiles of r rows (BM = 16 r rows of W); warp w
+// owns its tiles w * kTilesPerWarp + [0, kTilesPerWarp). K goes in stages of KC = 1024 / r columns
+// (one fixed-lanes block of every tile): each warp puts its tiles' part of the stage into shared
+// memory as BF16 (the loader), the CTA syncs, then the warps multiply the stage by x with
+// mma.m16n8k16 (W rows as M, tokens as N, fp32 accumulation), the BF16 loader's next stage
+// already loading.
+// Two loaders fill the same stage with the same bits: Bf16Loader copies W, Df11Loader decodes
+// fixed lanes (df11_lanes_fixed_decode.cuh). Everything after the stage is one code path, so a
+// DF11 matrix and its BF16 twin give the same bits for the same r.
+//
+// Reduction order, fixed for a given (r, T bucket, K): warp w adds the 32-column groups w % kKSplit,
+// + kKSplit, ... of every stage in order, each as two mma (columns 8q..8q+3 then 8q+4..8q+7 of the
+// group for quad lane q: the k order inside an mma is the hardware's, the same on every call);
+// the kKSplit warps' fp32 partial sums are then added in warp order, then the bias, then y's old
+// value, and rounded to bf16 once.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda_gemm.h"
+#include "kernels/cuda_ops_internal.cuh"
+#include "kernels/df11_lanes_cuda.h"
+#include "kernels/df11_lanes_fixed.h"
+#include "kernels/df11_lanes_fixed_decode.cuh"
+
+namespace df11 {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kTilesPerWarp = 2;
+
+template <int kR>
+struct Geometry {
+  static constexpr int kTiles = kWarps * kTilesPerWarp;  // per CTA
+  static constexpr int kRows = kTiles * kR;              // BM
+  static constexpr int kCols = 1024 / kR;                // KC: columns per stage
+  static constexpr int kPitch = kCols + 32;              // elements per shared row (64 bytes of skew)
+  static constexpr int kStage = kRows * kPitch;          // elements per stage
+  static constexpr int kMTiles = kRows / 16;
+  static constexpr int kGroups = kCols / 32;  // 32-column groups per stage
+  static constexpr int kSharedBytes = 2 * kStage * 2;
+};
+
+// Entry i (0..3) of a warp's tile in a stage: row i % r of the tile, columns 8 lane + 256 (i / r)
+// of the stage; in shared memory at row (local tile) r + i % r.
+template <int kR>
+__device__ __forceinline__ void StoreEntry(uint16_t* stage, int local_tile, int i, int lane, const uint4& v) {
+  *reinterpret_cast<uint4*>(stage + (local_tile * kR + i % kR) * Geometry<kR>::kPitch + 8 * lane + 256 * (i / kR)) = v;
+}
+
+// A loader is a kernel parameter (read-only: it stays in parameter space) with a per-warp State
+// made by Begin; Fetch loads a stage's raw words into registers, Store writes the stage as BF16.
+
+// W [n, k] BF16, row-major, 16-byte aligned; entries past the matrix load as zeros.
+template <int kR>
+struct Bf16Loader {
+  const uint16_t* w;
+  int64_t n, k;
+  // The next stage loads while this one multiplies; 2 CTAs per SM.
+  static constexpr bool kPrefetch = true;
+  static constexpr int kMinBlocks = 2;
+
+  struct State {
+    int64_t row0;  // the warp's first tile's first row
+    int warp, lane;
+  };
+  struct Fetched {
+    uint4 v[kTilesPerWarp][4];
+  };
+  __device__ __forceinline__ State Begin(int64_t cta, int warp, int lane) const {
+    return {(cta * Geometry<kR>::kTiles + warp * kTilesPerWarp) * kR, warp, lane};
+  }
+  __device__ __forceinline__ Fetched Fetch(const State& st, int64_t stage) const {
+    Fetched f;
+#pragma unroll
+    for (int p = 0; p < kTilesPerWarp; ++p) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = st.row0 + p * kR + i % kR;
+        const int64_t col = stage * Geometry<kR>::kCols + 8 * st.lane + 256 * (i / kR);
+        f.v[p][i] =
+            row < n && col < k ? __ldcs(reinterpret_cast<const uint4*>(w + row * k + col)) : make_uint4(0, 0, 0, 0);
+      }
+    }
+    return f;
+  }
+  __device__ __forceinline__ void Store(State& st, const Fetched& f, uint16_t* stage, int64_t) const {
+#pragma unroll
+    for (int p = 0; p < kTilesPerWarp; ++p) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane, f.v[p][i]);
+    }
+  }
+};
+
+// W as fixed lanes (w.code == kFixed3, w.rows_per_tile == kR); sign_mantissa as Df11Gemv's.
+template <int kR>
+struct Df11Loader {
+  DeviceLanes w;
+  const uint8_t* sm;
+  // A stage loads just before it decodes: registers for a third CTA per SM instead (measured
+  // on the H100: 10.03-10.15 ms vs 10.27-10.46 ms with the next stage prefetched at 2 per SM, for
+  // the linears of an 8B decode step at 8 tokens).
+  static constexpr bool kPrefetch = false;
+  static constexpr int kMinBlocks = 3;
+
+  // Per tile of the warp: its rows (0: past the matrix), its escape words and where its next
+  // block's escapes and rare bytes start.
+  struct Tile {
+    int rows;
+    bool has_rare;
+    uint32_t block_nibble;
+    uint64_t rare_base;
+    const uint32_t* escapes;  // EscapeQueue's words and limit
+    uint32_t limit;
+  };
+  struct State {
+    fixed_lanes::Tables t;
+    Tile tile[kTilesPerWarp];
+    int64_t tile0;  // the warp's first tile
+    int warp, lane;
+  };
+  struct Fetched {
+    fixed_lanes::BlockRaw b[kTilesPerWarp];
+  };
+  __device__ __forceinline__ State Begin(int64_t cta, int warp, int lane) const {
+    State st;
+    st.warp = warp;
+    st.lane = lane;
+    st.t = fixed_lanes::MakeTables(w);
+    st.tile0 = cta * Geometry<kR>::kTiles + warp * kTilesPerWarp;
+    const int64_t tiles = (w.rows + kR - 1) / kR;
+#pragma unroll
+    for (int p = 0; p < kTilesPerWarp; ++p) {
+      Tile& tl = st.tile[p];
+      const int64_t index = st.tile0 + p;
+      tl.rows = index < tiles ? static_cast<int>(min(static_cast<int64_t>(kR), w.rows - index * kR)) : 0;
+      tl.block_nibble = 0;
+      const fixed_lanes::EscapeQueue q = fixed_lanes::TileQueue(w, w.tile0 + (tl.rows > 0 ? index : 0));
+      tl.escapes = q.words;
+      tl.limit = q.limit;
+      tl.rare_base = q.rare;
+      tl.has_rare = tl.rows > 0 && w.tile_rare[w.tile0 + index + 1] != tl.rare_base;
+    }
+    return st;
+  }
+  // Whether entry i of tile p's block in `stage` lies in the matrix.
+  __device__ __forceinline__ bool Real(const State& st, int p, int64_t stage, int i) const {
+    constexpr int kSlots = 4 / kR;  // column slots per block
+    const uint32_t c = st.lane + 32 * (kSlots * static_cast<uint32_t>(stage) + i / kR);
+    return c < static_cast<uint32_t>(w.cols / 8) && i % kR < st.tile[p].rows;
+  }
+  __device__ __forceinline__ Fetched Fetch(const State& st, int64_t stage) const {
+    Fetched f;
+#pragma unroll
+    for (int p = 0; p < kTilesPerWarp; ++p) {
+      const Tile& tl = st.tile[p];
+      const int64_t index = st.tile0 + p;
+      const uint32_t* words =
+          w.words + static_cast<uint64_t>(w.tile0 + (tl.rows > 0 ? index : 0)) * w.tile_stride + 96 * stage + st.lane;
+      const uint8_t* base = sm + index * kR * w.cols + stage * Geometry<kR>::kCols + 8 * st.lane;
+      if (tl.rows > 0) {
+        f.b[p] = fixed_lanes::LoadRaw(
+            words, [&](int i) { return Real(st, p, stage, i); },
+            [&](int i) { return base + (i % kR) * w.cols + 256 * (i / kR); });
+      } else {
+        f.b[p] = {};
+      }
+    }
+    return f;
+  }
+  __device__ __forceinline__ void Store(State& st, const Fetched& f, uint16_t* stage, int64_t s) const {
+#pragma unroll
+    for (int p = 0; p < kTilesPerWarp; ++p) {
+      Tile& tl = st.tile[p];
+      if (tl.rows > 0) {  // the same for every lane of the warp
+        const fixed_lanes::BlockCodes b = fixed_lanes::Codes(f.b[p], [&](int i) { return Real(st, p, s, i); });
+        fixed_lanes::EscapeQueue q;
+        q.words = tl.escapes;
+        q.limit = tl.limit;
+        q.rare = tl.rare_base;
+        fixed_lanes::StartBlock(b, st.lane, tl.has_rare, tl.block_nibble, tl.rare_base, q);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint4 v = fixed_lanes::EntryWords(b, i, q, st.t, w);
+          StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane, b.ok[i] ? v : make_uint4(0, 0, 0, 0));
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane, make_uint4(0, 0, 0, 0));
+      }
+    }
+  }
+};
+
+// c += a · b, m16n8k16, bf16 in, fp32 accumulation (PTX fragment layout).
+__device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                    uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// kNT: tokens in groups of 8 (mma's N), T <= 8 kNT. Grid: ceil(n / BM) CTAs of kWarps warps,
+// Geometry<kR>::kSharedBytes of dynamic shared memory.
+template <int kR, int kNT, typename Loader>
+__global__ void __launch_bounds__(kWarps * 32, Loader::kMinBlocks)
+    TileGemmKernel(Loader ld, const uint16_t* __restrict__ x, const float* __restrict__ bias, int64_t n, int64_t k,
+                   int tokens, bool accumulate, uint16_t* __restrict__ y) {
+  using G = Geometry<kR>;
+  constexpr int kNtPerWarp = kNT < 2 ? kNT : 2;
+  constexpr int kNSplit = kNT / kNtPerWarp;
+  constexpr int kKSplit = kWarps / kNSplit;
+  constexpr int kGroupsPerWarp = G::kGroups / kKSplit;
+  static_assert(G::kGroups % kKSplit == 0, "every warp takes as many 32-column groups");
+  extern __shared__ uint4 shared_raw[];
+  uint16_t* shared = reinterpret_cast<uint16_t*>(shared_raw);
+  cuda::AllowDependents();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int ks = warp % kKSplit, ns = warp / kKSplit;
+  typename Loader::State st = ld.Begin(blockIdx.x, warp, lane);
+  cuda::WaitPrevious();  // x, y (and a BF16 W decoded into a scratch) belong to earlier kernels
+  const int64_t stages = (k + G::kCols - 1) / G::kCols;
+  float acc[G::kMTiles][kNtPerWarp][4];
+#pragma unroll
+  for (int mt = 0; mt < G::kMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kNtPerWarp; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+    }
+  }
+  typename Loader::Fetched f;
+  if constexpr (Loader::kPrefetch) f = ld.Fetch(st, 0);
+  for (int64_t s = 0; s < stages; ++s) {
+    uint16_t* stage = shared + (s & 1) * G::kStage;
+    if constexpr (!Loader::kPrefetch) f = ld.Fetch(st, s);
+    ld.Store(st, f, stage, s);
+    __syncthreads();  // (and every warp is past the stage before last: its buffer is free)
+    if constexpr (Loader::kPrefetch) {
+      if (s + 1 < stages) f = ld.Fetch(st, s + 1);
+    }
+#pragma unroll
+    for (int gi = 0; gi < kGroupsPerWarp; ++gi) {
+      const int grp = ks + gi * kKSplit;
+      const int64_t col = s * G::kCols + 32 * grp + 8 * q;
+      uint4 b[kNtPerWarp];
+#pragma unroll
+      for (int nt = 0; nt < kNtPerWarp; ++nt) {
+        const int token = 8 * (ns * kNtPerWarp + nt) + g;
+        b[nt] = token < tokens && col < k ? __ldg(reinterpret_cast<const uint4*>(x + token * k + col))
+                                          : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int mt = 0; mt < G::kMTiles; ++mt) {
+        const uint16_t* a = stage + (16 * mt + g) * G::kPitch + 32 * grp + 8 * q;
+        const uint4 lo = *reinterpret_cast<const uint4*>(a), hi = *reinterpret_cast<const uint4*>(a + 8 * G::kPitch);
+#pragma unroll
+        for (int nt = 0; nt < kNtPerWarp; ++nt) {
+          Mma(acc[mt][nt], lo.x, hi.x, lo.y, hi.y, b[nt].x, b[nt].y);
+          Mma(acc[mt][nt], lo.z, hi.z, lo.w, hi.w, b[nt].z, b[nt].w);
+        }
+      }
+    }
+  }
+  __syncthreads();  // the stages are free: partial sums go there, [kKSplit][8 kNT tokens][BM + 4]
+  constexpr int kRedPitch = G::kRows + 4;
+  float* red = reinterpret_cast<float*>(shared);
+#pragma unroll
+  for (int mt = 0; mt < G::kMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kNtPerWarp; ++nt) {
+      const int token = 8 * (ns * kNtPerWarp + nt) + 2 * q, row = 16 * mt + g;
+      float* r = red + (ks * 8 * kNT + token) * kRedPitch + row;
+      r[0] = acc[mt][nt][0];
+      r[kRedPitch] = acc[mt][nt][1];
+      r[8] = acc[mt][nt][2];
+      r[kRedPitch + 8] = acc[mt][nt][3];
+    }
+  }
+  __syncthreads();
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * G::kRows;
+  for (int i = threadIdx.x; i < G::kRows * tokens; i += kWarps * 32) {
+    const int row = i % G::kRows, token = i / G::kRows;
+    const int64_t out = row0 + row;
+    if (out >= n) continue;
+    float v = red[token * kRedPitch + row];
+#pragma unroll
+    for (int p = 1; p < kKSplit; ++p) v += red[(p * 8 * kNT + token) * kRedPitch + row];
+    if (bias != nullptr) v += bias[out];
+    if (accumulate) v += cuda::Bf16ToFloat(y[token * n + out]);
+    y[token * n + out] = cuda::FloatToBf16(v);
+  }
+}
+
+template <int kR, int kNT, typename Loader>
+Status LaunchTile(const Loader& ld, const uint16_t* x, const float* bias, int64_t n, int64_t k, int64_t tokens,
+                  bool accumulate, uint16_t* y, GpuStream stream) {
+  using G = Geometry<kR>;
+  auto* kernel = TileGemmKernel<kR, kNT, Loader>;
+  static thread_local int sized_device = -1;  // per kernel instance: the shared-memory limit raised
+  int device = 0;
+  DF11_RETURN_IF_ERROR(cuda::CheckCuda(cudaGetDevice(&device), "cudaGetDevice"));
+  if (device != sized_device) {
+    DF11_RETURN_IF_ERROR(cuda::CheckCuda(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, G::kSharedBytes), "TileGemmKernel"));
+    sized_device = device;
+  }
+  const int64_t ctas = (n + G::kRows - 1) / G::kRows;
+  cuda::LaunchDependentShared(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), G::kSharedBytes,
+                              reinterpret_cast<cudaStream_t>(stream), ld, x, bias, n, k, static_cast<int>(tokens),
+                              accumulate, y);
+  return cuda::CheckLaunch("TileGemmKernel");
+}
+
+template <template <int> class Loader, typename Make>
+Status Dispatch(int rows_per_tile, int64_t tokens, Make make, const uint16_t* x, const float* bias, int64_t n,
+                int64_t k, bool accumulate, uint16_t* y, GpuStream stream) {
+  auto by_tokens = [&]<int kR>(const Loader<kR>& ld) {
+    if (tokens <= 8) return LaunchTile<kR, 1>(ld, x, bias, n, k, tokens, accumulate, y, stream);
+    if (tokens <= 16) return LaunchTile<kR, 2>(ld, x, bias, n, k, tokens, accumulate, y, stream);
+    return LaunchTile<kR, 4>(ld, x, bias, n, k, tokens, accumulate, y, stream);
+  };
+  switch (rows_per_tile) {
+    case 4:
+      return by_tokens(make.template operator()<4>());
+    case 2:
+      return by_tokens(make.template operator()<2>());
+    default:
+      return by_tokens(make.template operator()<1>());
+  }
+}
+
+std::string Shape(int64_t tokens, int64_t n, int64_t k) {
+  std::string s = "[";
+  s += std::to_string(tokens) + ", " + std::to_string(k) + "] x [" + std::to_string(n) + ", " + std::to_string(k) +
+       "]^T";
+  return s;
+}
+
+}  // namespace
+
+namespace cuda {
+
+bool TileGemmApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k) {
+  return tokens > kGemvMaxTokens && tokens <= kTileGemmMaxTokens && k % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+}
+
+Status TileGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
+                bool accumulate, uint16_t* y, GpuStream stream, int rows_per_tile) {
+  if (!TileGemmApplies(x, w, tokens, k) || n <= 0 || n > (int64_t{1} << 36) || k > (int64_t{1} << 24) ||
+      (rows_per_tile != 0 && rows_per_tile != 1 && rows_per_tile != 2 && rows_per_tile != 4)) {
+    return InvalidArgument("TileGemm: " + Shape(tokens, n, k) + " needs " + std::to_string(kGemvMaxTokens + 1) + ".." +
+                           std::to_string(kTileGemmMaxTokens) +
+                           " tokens, K a multiple of 8, 16-byte aligned x and W, and 0, 1, 2 or 4 rows per tile");
+  }
+  const int r = rows_per_tile != 0 ? rows_per_tile : FixedRowsPerTile(n, k);
+  return Dispatch<Bf16Loader>(
+      r, tokens,
+      [&]<int kR>() {
+        return Bf16Loader<kR>{w, n, k};
+      },
+      x, bias, n, k, accumulate, y, stream);
+}
+
+}  // namespace cuda
+
+bool Df11TileGemmApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens) {
+  return w.code == LaneCode::kFixed3 && w.rows_per_tile == FixedRowsPerTile(w.rows, w.cols) &&
+         cuda::TileGemmApplies(x, x, tokens, w.cols);
+}
+
+Status Df11TileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa, const float* bias,
+                    int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream) {
+  if (w.code != LaneCode::kFixed3 || !cuda::TileGemmApplies(x, x, tokens, w.cols) ||
+      (w.rows_per_tile != 1 && w.rows_per_tile != 2 && w.rows_per_tile != 4) || w.cols > (int64_t{1} << 24) ||
+      reinterpret_cast<uintptr_t>(sign_mantissa) % 8 != 0) {
+    return InvalidArgument("Df11TileGemm: " + Shape(tokens, w.rows, w.cols) + " needs fixed lanes, " +
+                           std::to_string(cuda::kGemvMaxTokens + 1) + ".." + std::to_string(cuda::kTileGemmMaxTokens) +
+                           " tokens, 16-byte aligned x and 8-byte aligned sign_mantissa");
+  }
+  return Dispatch<Df11Loader>(
+      w.rows_per_tile, tokens,
+      [&]<int kR>() {
+        return Df11Loader<kR>{w, sign_mantissa};
+      },
+      x, bias, w.rows, w.cols, accumulate, y, stream);
+}
+
+}  // namespace df11

@@ -1,0 +1,233 @@
+// Internal to the fixed-lane kernels (df11_lanes_fixed.cu: GEMV, decode, compare; tile_gemm.cu: the
+// tensor-core linear's DF11 loader): a warp's decoding of one block of 4 entries per lane (layout:
+// df11_lanes_fixed.h). Per entry (8 elements of one lane) the 3-bit codes are byte-permute
+// selectors into two 8-byte tables held in registers, one giving each exponent's high 7 bits (the
+// BF16 word's high byte without the sign), one its low bit (bit 7 of the low byte). Escapes (code
+// 7): per block a warp-wide prefix sum tells each lane where its escape nibbles start; each lane
+// then takes its own from a 64-bit queue, the first of an entry through slot 7 of the tables (no
+// loop), with no further warp-wide step. Included only by .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/df11_lanes_cuda.h"
+
+namespace df11::fixed_lanes {
+
+// Byte tables of the codes and the escape nibbles, split as a BF16 word needs them: the
+// exponent's high 7 bits (the high byte without the sign) and its low bit (bit 7 of the low byte).
+struct Tables {
+  uint32_t hi0, hi1, lo0, lo1;  // byte c: primary[c] >> 1, (primary[c] & 1) << 7
+  uint32_t shi[4], slo[4];      // byte v: the same of secondary[v]
+};
+
+__device__ __forceinline__ Tables MakeTables(const DeviceLanes& w) {
+  Tables t;
+  t.hi0 = (w.primary[0] >> 1) & 0x7f7f7f7fu;
+  t.hi1 = (w.primary[1] >> 1) & 0x7f7f7f7fu;
+  t.lo0 = (w.primary[0] << 7) & 0x80808080u;
+  t.lo1 = (w.primary[1] << 7) & 0x80808080u;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    t.shi[i] = (w.secondary[i] >> 1) & 0x7f7f7f7fu;
+    t.slo[i] = (w.secondary[i] << 7) & 0x80808080u;
+  }
+  return t;
+}
+
+// One lane's escape nibbles: `queue` holds `left` of them, from nibble `next` of its tile's array
+// on. Refill loads the next 9 to 16 (a lane rarely has more than 9 in a block).
+struct EscapeQueue {
+  const uint32_t* words;  // the tile's first escape word
+  uint32_t limit;         // words in the array from `words` on (>= 1)
+  uint32_t next, left;
+  uint64_t queue;
+  uint64_t rare;  // index of the lane's next rare byte
+};
+
+// Everything below is inlined: a queue passed to a function that is not would live in local memory.
+__device__ __forceinline__ void Refill(EscapeQueue& q) {
+  const uint32_t word = q.next / 8;
+  const uint32_t lo = __ldg(q.words + min(word, q.limit - 1)), hi = __ldg(q.words + min(word + 1, q.limit - 1));
+  q.queue = (static_cast<uint64_t>(hi) << 32 | lo) >> (4 * (q.next % 8));
+  q.left = 16 - q.next % 8;
+}
+
+__device__ __forceinline__ uint32_t PopNibble(EscapeQueue& q) {
+  if (q.left == 0) Refill(q);
+  const uint32_t v = static_cast<uint32_t>(q.queue) & 15u;
+  q.queue >>= 4;
+  --q.left;
+  ++q.next;
+  return v;
+}
+
+// Counts the nibbles 15 among the lane's next n escape nibbles (tiles with rare bytes only).
+__device__ __forceinline__ uint32_t CountRare(EscapeQueue q, uint32_t n) {
+  uint32_t r = 0;
+  for (uint32_t i = 0; i < n; ++i) r += PopNibble(q) == 15u;
+  return r;
+}
+
+// Inclusive sum of v over lanes 0..lane of the warp (every lane calls it).
+__device__ __forceinline__ uint32_t WarpInclusiveSum(uint32_t v, int lane) {
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const uint32_t u = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) v += u;
+  }
+  return v;
+}
+
+// The lane's next rare byte (a call, so that the common path does not carry it predicated).
+inline __device__ __noinline__ uint32_t RareByte(const uint8_t* rare, uint64_t index, uint64_t count) {
+  return rare[min(index, count - 1)];
+}
+
+// Exponent bytes (high 7 bits, low bit at bit 7) of escape nibble v; a rare one's (v = 15) from the
+// lane's next rare byte when `take`.
+__device__ __forceinline__ void EscapeBytes(uint32_t v, bool take, EscapeQueue& q, const Tables& t,
+                                            const DeviceLanes& w, uint32_t& h, uint32_t& l) {
+  const bool upper = v >= 8;  // (a byte-permute selector's bit 3 would replicate the sign)
+  h = __byte_perm(upper ? t.shi[2] : t.shi[0], upper ? t.shi[3] : t.shi[1], v & 7u) & 0xffu;
+  l = __byte_perm(upper ? t.slo[2] : t.slo[0], upper ? t.slo[3] : t.slo[1], v & 7u) & 0xffu;
+  if (__builtin_expect(v == 15 && take, 0)) {
+    const uint32_t e = RareByte(w.rare, q.rare++, w.num_rare);
+    h = e >> 1;
+    l = (e & 1u) << 7;
+  }
+}
+
+// One entry: the bytes hi/lo [elements 0..3, 4..7] of its 8 exponents from its selector v (code k
+// in nibble k) and escape mask m (bit 4k: code k is 7). The lane's first escape of the entry goes
+// in through the tables' slot 7, so every escaped element first gets its exponent without a loop
+// or a branch; an entry with more escapes then rewrites those after the first, one by one.
+// Divergent only there: no warp-wide operation. The queue holds the entry's first nibble.
+__device__ __forceinline__ void DecodeEntry(uint32_t v, uint32_t m, uint32_t (&hi)[2], uint32_t (&lo)[2],
+                                            EscapeQueue& q, const Tables& t, const DeviceLanes& w) {
+  const bool any = m != 0;
+  uint32_t h7, l7;
+  EscapeBytes(static_cast<uint32_t>(q.queue) & 15u, any, q, t, w, h7, l7);
+  const uint32_t used = any ? 1u : 0u;
+  q.queue >>= 4 * used;
+  q.left -= used;
+  q.next += used;
+  const uint32_t th1 = t.hi1 | (any ? h7 : 0u) << 24, tl1 = t.lo1 | (any ? l7 : 0u) << 24;  // slot 7: byte 3
+  hi[0] = __byte_perm(t.hi0, th1, v);
+  hi[1] = __byte_perm(t.hi0, th1, v >> 16);
+  lo[0] = __byte_perm(t.lo0, tl1, v);
+  lo[1] = __byte_perm(t.lo0, tl1, v >> 16);
+  for (m &= m - 1; m != 0; m &= m - 1) {  // escapes after the first
+    uint32_t h, l;
+    EscapeBytes(PopNibble(q), true, q, t, w, h, l);
+    const uint32_t bit = __ffs(m) - 1;       // 4k
+    const uint32_t shift = 2 * (bit & 12u);  // 8 (k % 4)
+    const uint32_t keep = ~(0xffu << shift);
+    if (bit < 16) {
+      hi[0] = (hi[0] & keep) | h << shift;
+      lo[0] = (lo[0] & keep) | l << shift;
+    } else {
+      hi[1] = (hi[1] & keep) | h << shift;
+      lo[1] = (lo[1] & keep) | l << shift;
+    }
+  }
+  if (q.left == 0) Refill(q);  // the next entry's first nibble (rare: > 9 escapes in a block)
+}
+
+// One block of a lane as loaded: its 3 code words and its entries' sign_mantissa bytes.
+struct BlockRaw {
+  uint32_t a[3];
+  uint2 s[4];
+};
+
+// One block's codes: selectors, escape masks and sign_mantissa bytes of its 4 entries, which are
+// real (ok), and the lane's escape count.
+struct BlockCodes {
+  uint32_t sel[4], m[4], n;
+  uint2 s[4];
+  bool ok[4];
+};
+
+// Loads the lane's block at `words` (its word of the block) whose entry i's sign_mantissa bytes
+// are at sm_entry(i); real(i) says whether entry i lies in the matrix (else no load).
+template <typename Real, typename SmEntry>
+__device__ __forceinline__ BlockRaw LoadRaw(const uint32_t* words, Real real, SmEntry sm_entry) {
+  BlockRaw r;
+  r.a[0] = __ldcs(words);
+  r.a[1] = __ldcs(words + 32);
+  r.a[2] = __ldcs(words + 64);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) r.s[i] = real(i) ? __ldcs(reinterpret_cast<const uint2*>(sm_entry(i))) : make_uint2(0, 0);
+  return r;
+}
+
+// The codes of a loaded block; an entry that is not real has code 0 and no escapes.
+template <typename Real>
+__device__ __forceinline__ BlockCodes Codes(const BlockRaw& r, Real real) {
+  BlockCodes b;
+  b.sel[0] = r.a[0] & 0x77777777u;
+  b.sel[1] = r.a[1] & 0x77777777u;
+  b.sel[2] = r.a[2] & 0x77777777u;
+  b.sel[3] = ((r.a[0] >> 3) & 0x11111111u) | ((r.a[1] >> 2) & 0x22222222u) | ((r.a[2] >> 1) & 0x44444444u);
+  b.n = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    b.ok[i] = real(i);
+    b.s[i] = r.s[i];
+    const uint32_t v = b.sel[i];
+    b.m[i] = b.ok[i] ? v & (v >> 1) & (v >> 2) & 0x11111111u : 0u;
+    b.n += __popc(b.m[i]);
+  }
+  return b;
+}
+
+template <typename Real, typename SmEntry>
+__device__ __forceinline__ BlockCodes LoadBlock(const uint32_t* words, Real real, SmEntry sm_entry) {
+  return Codes(LoadRaw(words, real, sm_entry), real);
+}
+
+// Points q at the lane's first escape of the block (every lane calls it): the block's escapes start
+// at nibble block_nibble of the tile, the lane's after those of the lanes before it; its rare bytes
+// likewise after rare_base. Advances block_nibble and rare_base past the block.
+__device__ __forceinline__ void StartBlock(const BlockCodes& b, int lane, bool has_rare, uint32_t& block_nibble,
+                                           uint64_t& rare_base, EscapeQueue& q) {
+  const uint32_t through = WarpInclusiveSum(b.n, lane);
+  q.next = block_nibble + through - b.n;
+  Refill(q);  // the lane's first 9 to 16 nibbles, loaded by every lane (no divergence)
+  block_nibble += __shfl_sync(0xffffffffu, through, 31);
+  if (has_rare) {
+    const uint32_t r = CountRare(q, b.n);
+    const uint32_t r_through = WarpInclusiveSum(r, lane);
+    q.rare = rare_base + (r_through - r);
+    rare_base += __shfl_sync(0xffffffffu, r_through, 31);
+  }
+}
+
+// Entry i of the block as 8 BF16 words (call for i = 0..3 in order after StartBlock, each once: the
+// escapes are consumed in that order). An entry that is not ok gives words no caller may use.
+__device__ __forceinline__ uint4 EntryWords(const BlockCodes& b, int i, EscapeQueue& q, const Tables& t,
+                                            const DeviceLanes& w) {
+  uint32_t hi[2], lo[2];
+  DecodeEntry(b.sel[i], b.m[i], hi, lo, q, t, w);
+  const uint32_t h0 = hi[0] | (b.s[i].x & 0x80808080u), l0 = lo[0] | (b.s[i].x & 0x7f7f7f7fu);
+  const uint32_t h1 = hi[1] | (b.s[i].y & 0x80808080u), l1 = lo[1] | (b.s[i].y & 0x7f7f7f7fu);
+  return make_uint4(__byte_perm(l0, h0, 0x5140), __byte_perm(l0, h0, 0x7362), __byte_perm(l1, h1, 0x5140),
+                    __byte_perm(l1, h1, 0x7362));
+}
+
+// A tile's escape queue, before its first block: the tile's escape words and rare bytes.
+__device__ __forceinline__ EscapeQueue TileQueue(const DeviceLanes& w, int64_t at) {
+  EscapeQueue q;
+  const uint32_t escape_word = min(w.tile_escapes[at], static_cast<uint32_t>(w.num_escape_words - 1));
+  q.words = w.escapes + escape_word;
+  q.limit = static_cast<uint32_t>(w.num_escape_words) - escape_word;
+  q.next = 0;
+  q.left = 0;
+  q.queue = 0;
+  q.rare = w.tile_rare[at];
+  return q;
+}
+
+}  // namespace df11::fixed_lanes
