@@ -2,7 +2,7 @@
 // (df11_lanes_fixed.h), against the BF16 Gemv on the same weights, and against
 // today's DF11 path (decode the unit into a BF16 scratch, then Gemv), on the linears of a
 // Qwen3-8B-shaped layer as the CUDA model runs them (q|k|v and gate|up stacked) and its lm_head,
-// 1..kGemvMaxTokens tokens; at 8, 16 and 32 tokens the tensor-core linears (TileGemm on BF16,
+// 1..kGemvMaxTokens tokens; at 3, 4, 8, 16 and 32 tokens the tensor-core linears (TileGemm on BF16,
 // Df11TileGemm on fixed lanes) against cuBLAS and against decode-then-cuBLAS; plus the decoders alone (both lane
 // decoders and the chunk decoder, weights/s), beside the read roofline measured in the same run. Each timed call reads
 // a different copy of the weights (copies fill > 1 GB), so the 50 MB L2 never holds them. CUDA events, 3 warm-ups,
@@ -74,8 +74,9 @@ int Main(int argc, char** argv) {
                      "\", \"read_roofline_tbs\": " + std::to_string(roofline / 1e12) + ", \"results\": [";
   bool first_row = true;
   double step_bf16[5] = {}, step_fused[5] = {}, step_fixed[5] = {}, step_scratch[5] = {};  // per tokens, ms per step
-  // The same at 8, 16 and 32 tokens (index 0..2): TileGemm, cuBLAS, Df11TileGemm, fixed decode + cuBLAS.
-  double tile_bf16[3] = {}, tile_cublas[3] = {}, tile_df11[3] = {}, tile_scratch[3] = {};
+  // The same at kTileTokens: TileGemm, cuBLAS, Df11TileGemm, fixed decode + cuBLAS.
+  double tile_bf16[5] = {}, tile_cublas[5] = {}, tile_df11[5] = {}, tile_scratch[5] = {};
+  constexpr int64_t kTileTokens[5] = {3, 4, 8, 16, 32};
   cuda::GemmHandle gemm;
   Check(gemm.Init(nullptr));
   std::printf("%-13s %3s | %9s %9s %9s %9s | %6s %6s %6s | %s\n", "linear", "T", "bf16 ms", "fused ms", "fixed ms",
@@ -194,8 +195,8 @@ int Main(int argc, char** argv) {
           ", \"df11_bytes\": " + std::to_string(df11_bytes) + ", \"lanes_bytes\": " + std::to_string(lanes_bytes) + "}";
       first_row = false;
     }
-    for (int b = 0; b < 3; ++b) {
-      const int64_t t = 8 << b;
+    for (int b = 0; b < 5; ++b) {
+      const int64_t t = kTileTokens[b];
       const double tile = MedianMs(copies, [&](int i) {
         Check(cuda::TileGemm(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
       });
@@ -235,9 +236,9 @@ int Main(int argc, char** argv) {
     std::printf(
         "  T=%d: BF16 TileGemm %.3f, cuBLAS %.3f (TileGemm/cuBLAS %.3f), DF11 Df11TileGemm %.3f (%.3fx "
         "TileGemm, %.3fx cuBLAS), DF11 fixed decode+cuBLAS %.3f (%.3fx cuBLAS)\n",
-        8 << b, tile_bf16[b], tile_cublas[b], tile_bf16[b] / tile_cublas[b], tile_df11[b], tile_df11[b] / tile_bf16[b],
-        tile_df11[b] / tile_cublas[b], tile_scratch[b], tile_scratch[b] / tile_cublas[b]);
-    json += std::string(",") + "\n  {\"step_linears_tokens\": " + std::to_string(8 << b) +
+        static_cast<int>(kTileTokens[b]), tile_bf16[b], tile_cublas[b], tile_bf16[b] / tile_cublas[b], tile_df11[b],
+        tile_df11[b] / tile_bf16[b], tile_df11[b] / tile_cublas[b], tile_scratch[b], tile_scratch[b] / tile_cublas[b]);
+    json += std::string(",") + "\n  {\"tile_step_linears_tokens\": " + std::to_string(kTileTokens[b]) +
             ", \"bf16_tile_gemm_ms\": " + std::to_string(tile_bf16[b]) +
             ", \"bf16_cublas_ms\": " + std::to_string(tile_cublas[b]) +
             ", \"df11_tile_gemm_ms\": " + std::to_string(tile_df11[b]) +

@@ -30,12 +30,15 @@ Status Gemv(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tok
 
 // The tensor-core small-batch linear (cuda_tile_gemm.cu): y[T, N] = x[T, K] · W[N, K]^T (+ bias
 // [N] fp32) (+ y's old value when accumulate), fp32 accumulation rounded to bf16 once, for
-// kGemvMaxTokens < T <= kTileGemmMaxTokens. W goes through shared memory in the geometry of fixed
-// lanes with rows_per_tile rows per tile (0: FixedRowsPerTile(n, k), what a DF11 model's fixed
-// lanes use), so the fused DF11 linear (Df11TileGemm, df11_lanes_cuda.h) on the same tiles gives
-// the same bits. Deterministic: the order depends on (rows_per_tile, T <= 8 or not, K) only.
+// kTileGemmMinTokens <= T <= kTileGemmMaxTokens. W goes through shared memory in the geometry of
+// fixed lanes with rows_per_tile rows per tile (0: FixedRowsPerTile(n, k), what a DF11 model's
+// fixed lanes use), so the fused DF11 linear (Df11TileGemm, df11_lanes_cuda.h) on the same tiles
+// gives the same bits. Deterministic: the order depends on (rows_per_tile, T's bucket of 8, 16 or
+// 32, K) only. On an H100 it beats Gemv from 3 tokens and cuBLAS up to 16, ties it at 32 and
+// loses at 64 (bench/results/df11_gemv_h100_tile*.log), hence the range.
+inline constexpr int64_t kTileGemmMinTokens = 3;
 inline constexpr int64_t kTileGemmMaxTokens = 32;
-// Whether TileGemm takes these operands: T in (kGemvMaxTokens, kTileGemmMaxTokens], K % 8 == 0,
+// Whether TileGemm takes these operands: T in [kTileGemmMinTokens, kTileGemmMaxTokens], K % 8 == 0,
 // x and W 16-byte aligned.
 bool TileGemmApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k);
 // Asynchronous, launched as a dependent. INVALID_ARGUMENT (naming the shapes) where
@@ -52,8 +55,8 @@ class GemmHandle {
 
   // Creates the cuBLAS handle bound to `stream` with a 32 MiB workspace.
   Status Init(GpuStream stream);
-  // Every pointer device memory; x, w, y 16-byte aligned. Up to kGemvMaxTokens tokens run Gemv,
-  // up to kTileGemmMaxTokens TileGemm, more cuBLAS: the kernel depends on the shapes and alignment
+  // Every pointer device memory; x, w, y 16-byte aligned. kTileGemmMinTokens..kTileGemmMaxTokens
+  // tokens run TileGemm, fewer Gemv, more cuBLAS: the kernel depends on the shapes and alignment
   // only, never on where W came from (a DF11 weight and its BF16 twin give the same bits).
   // INTERNAL (naming the shapes) on a cuBLAS error.
   Status Gemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
@@ -62,7 +65,7 @@ class GemmHandle {
   Status CublasGemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
                     uint16_t* y);
   // y = x · W^T + bias (bias: [n] fp32 holding bf16 values), rounded to bf16 once. Up to
-  // kTileGemmMaxTokens tokens: Gemv or TileGemm with the bias in its sum. More, as PyTorch's addmm: cublasLt with the bias epilogue (a bf16 bias vector, the
+  // kTileGemmMaxTokens tokens: Gemv or TileGemm (as Gemm picks) with the bias in its sum. More, as PyTorch's addmm: cublasLt with the bias epilogue (a bf16 bias vector, the
   // first heuristic algorithm under the same workspace and alignment preferences); an Lt
   // configuration the library refuses broadcasts the bias into y and accumulates.
   Status GemmBias(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,

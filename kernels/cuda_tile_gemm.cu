@@ -1,5 +1,5 @@
 // The tensor-core small-batch linear (cuda_gemm.h: TileGemm; df11_lanes_cuda.h: Df11TileGemm):
-// y[T, N] = x[T, K] · W[N, K]^T for kGemvMaxTokens < T <= kTileGemmMaxTokens, W read once.
+// y[T, N] = x[T, K] · W[N, K]^T for kTileGemmMinTokens <= T <= kTileGemmMaxTokens, W read once.
 //
 // Geometry, from rows_per_tile r (1, 2 or 4; fixed lanes' tiles, df11_lanes_fixed.h): a CTA of
 // kWarps warps owns kTiles = kWarps * kTilesPerWarp tiles of r rows (BM = 16 r rows of W); warp w
@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda_gemm.h"
 #include "kernels/cuda_ops_internal.cuh"
@@ -42,7 +43,6 @@ struct Geometry {
   static constexpr int kStage = kRows * kPitch;          // elements per stage
   static constexpr int kMTiles = kRows / 16;
   static constexpr int kGroups = kCols / 32;  // 32-column groups per stage
-  static constexpr int kSharedBytes = 2 * kStage * 2;
 };
 
 // Entry i (0..3) of a warp's tile in a stage: row i % r of the tile, columns 8 lane + 256 (i / r)
@@ -60,9 +60,12 @@ template <int kR>
 struct Bf16Loader {
   const uint16_t* w;
   int64_t n, k;
-  // The next stage loads while this one multiplies; 2 CTAs per SM.
+  // The next stage loads while this one multiplies, into the other of 2 stage buffers; 2 CTAs
+  // per SM.
   static constexpr bool kPrefetch = true;
-  static constexpr int kMinBlocks = 2;
+  static constexpr int kStages = 2;
+  static constexpr int MinBlocks(int) { return 2; }
+  static constexpr bool kUncheckedInterior = false;  // its bounds checks cost nothing measurable
 
   struct State {
     int64_t row0;  // the warp's first tile's first row
@@ -74,6 +77,7 @@ struct Bf16Loader {
   __device__ __forceinline__ State Begin(int64_t cta, int warp, int lane) const {
     return {(cta * Geometry<kR>::kTiles + warp * kTilesPerWarp) * kR, warp, lane};
   }
+  template <bool kChecked>
   __device__ __forceinline__ Fetched Fetch(const State& st, int64_t stage) const {
     Fetched f;
 #pragma unroll
@@ -88,6 +92,7 @@ struct Bf16Loader {
     }
     return f;
   }
+  template <bool kChecked>
   __device__ __forceinline__ void Store(State& st, const Fetched& f, uint16_t* stage, int64_t) const {
 #pragma unroll
     for (int p = 0; p < kTilesPerWarp; ++p) {
@@ -102,11 +107,16 @@ template <int kR>
 struct Df11Loader {
   DeviceLanes w;
   const uint8_t* sm;
-  // A stage loads just before it decodes: registers for a third CTA per SM instead (measured
-  // on the H100: 10.03-10.15 ms vs 10.27-10.46 ms with the next stage prefetched at 2 per SM, for
-  // the linears of an 8B decode step at 8 tokens).
+  // A stage loads just before it decodes, into one stage buffer (two barriers a stage): registers
+  // and shared memory for more warps per SM instead: 4 CTAs per SM (64 registers) at 8 tokens, 3
+  // (80) above, where the accumulators need them. Measured on the H100 (the linears of an 8B
+  // decode step at 8 tokens, before the unchecked interior): 2 buffers, prefetched, 2 CTAs per SM
+  // 10.27-10.46 ms; 2 buffers, 3 CTAs 10.03-10.15 ms; 1 buffer, 4 CTAs 9.98 ms.
   static constexpr bool kPrefetch = false;
-  static constexpr int kMinBlocks = 3;
+  static constexpr int kStages = 1;
+  static constexpr int MinBlocks(int) { return 3; }
+  // A CTA whose tiles are all full and whose stages are all whole runs without bounds checks.
+  static constexpr bool kUncheckedInterior = true;
 
   // Per tile of the warp: its rows (0: past the matrix), its escape words and where its next
   // block's escapes and rare bytes start.
@@ -149,11 +159,14 @@ struct Df11Loader {
     return st;
   }
   // Whether entry i of tile p's block in `stage` lies in the matrix.
+  template <bool kChecked>
   __device__ __forceinline__ bool Real(const State& st, int p, int64_t stage, int i) const {
+    if constexpr (!kChecked) return true;
     constexpr int kSlots = 4 / kR;  // column slots per block
     const uint32_t c = st.lane + 32 * (kSlots * static_cast<uint32_t>(stage) + i / kR);
     return c < static_cast<uint32_t>(w.cols / 8) && i % kR < st.tile[p].rows;
   }
+  template <bool kChecked>
   __device__ __forceinline__ Fetched Fetch(const State& st, int64_t stage) const {
     Fetched f;
 #pragma unroll
@@ -163,9 +176,9 @@ struct Df11Loader {
       const uint32_t* words =
           w.words + static_cast<uint64_t>(w.tile0 + (tl.rows > 0 ? index : 0)) * w.tile_stride + 96 * stage + st.lane;
       const uint8_t* base = sm + index * kR * w.cols + stage * Geometry<kR>::kCols + 8 * st.lane;
-      if (tl.rows > 0) {
+      if (!kChecked || tl.rows > 0) {
         f.b[p] = fixed_lanes::LoadRaw(
-            words, [&](int i) { return Real(st, p, stage, i); },
+            words, [&](int i) { return Real<kChecked>(st, p, stage, i); },
             [&](int i) { return base + (i % kR) * w.cols + 256 * (i / kR); });
       } else {
         f.b[p] = {};
@@ -173,12 +186,14 @@ struct Df11Loader {
     }
     return f;
   }
+  template <bool kChecked>
   __device__ __forceinline__ void Store(State& st, const Fetched& f, uint16_t* stage, int64_t s) const {
 #pragma unroll
     for (int p = 0; p < kTilesPerWarp; ++p) {
       Tile& tl = st.tile[p];
-      if (tl.rows > 0) {  // the same for every lane of the warp
-        const fixed_lanes::BlockCodes b = fixed_lanes::Codes(f.b[p], [&](int i) { return Real(st, p, s, i); });
+      if (!kChecked || tl.rows > 0) {  // the same for every lane of the warp
+        const fixed_lanes::BlockCodes b =
+            fixed_lanes::Codes(f.b[p], [&](int i) { return Real<kChecked>(st, p, s, i); });
         fixed_lanes::EscapeQueue q;
         q.words = tl.escapes;
         q.limit = tl.limit;
@@ -187,7 +202,8 @@ struct Df11Loader {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const uint4 v = fixed_lanes::EntryWords(b, i, q, st.t, w);
-          StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane, b.ok[i] ? v : make_uint4(0, 0, 0, 0));
+          StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane,
+                         !kChecked || b.ok[i] ? v : make_uint4(0, 0, 0, 0));
         }
       } else {
 #pragma unroll
@@ -207,9 +223,9 @@ __device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
 }
 
 // kNT: tokens in groups of 8 (mma's N), T <= 8 kNT. Grid: ceil(n / BM) CTAs of kWarps warps,
-// Geometry<kR>::kSharedBytes of dynamic shared memory.
+// Loader::kStages stage buffers of dynamic shared memory.
 template <int kR, int kNT, typename Loader>
-__global__ void __launch_bounds__(kWarps * 32, Loader::kMinBlocks)
+__global__ void __launch_bounds__(kWarps * 32, Loader::MinBlocks(kNT))
     TileGemmKernel(Loader ld, const uint16_t* __restrict__ x, const float* __restrict__ bias, int64_t n, int64_t k,
                    int tokens, bool accumulate, uint16_t* __restrict__ y) {
   using G = Geometry<kR>;
@@ -235,41 +251,57 @@ __global__ void __launch_bounds__(kWarps * 32, Loader::kMinBlocks)
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
     }
   }
-  typename Loader::Fetched f;
-  if constexpr (Loader::kPrefetch) f = ld.Fetch(st, 0);
-  for (int64_t s = 0; s < stages; ++s) {
-    uint16_t* stage = shared + (s & 1) * G::kStage;
-    if constexpr (!Loader::kPrefetch) f = ld.Fetch(st, s);
-    ld.Store(st, f, stage, s);
-    __syncthreads();  // (and every warp is past the stage before last: its buffer is free)
-    if constexpr (Loader::kPrefetch) {
-      if (s + 1 < stages) f = ld.Fetch(st, s + 1);
-    }
-#pragma unroll
-    for (int gi = 0; gi < kGroupsPerWarp; ++gi) {
-      const int grp = ks + gi * kKSplit;
-      const int64_t col = s * G::kCols + 32 * grp + 8 * q;
-      uint4 b[kNtPerWarp];
-#pragma unroll
-      for (int nt = 0; nt < kNtPerWarp; ++nt) {
-        const int token = 8 * (ns * kNtPerWarp + nt) + g;
-        b[nt] = token < tokens && col < k ? __ldg(reinterpret_cast<const uint4*>(x + token * k + col))
-                                          : make_uint4(0, 0, 0, 0);
+  // Every stage, with or without bounds checks on W (kChecked); x's are always checked.
+  auto run = [&](auto checked) {
+    constexpr bool kChecked = decltype(checked)::value;
+    typename Loader::Fetched f;
+    if constexpr (Loader::kPrefetch) f = ld.template Fetch<kChecked>(st, 0);
+    for (int64_t s = 0; s < stages; ++s) {
+      uint16_t* stage = shared + (Loader::kStages == 2 ? (s & 1) * G::kStage : 0);
+      if constexpr (!Loader::kPrefetch) f = ld.template Fetch<kChecked>(st, s);
+      ld.template Store<kChecked>(st, f, stage, s);
+      __syncthreads();  // (with 2 buffers: every warp is past the stage before last, whose buffer is free)
+      if constexpr (Loader::kPrefetch) {
+        if (s + 1 < stages) f = ld.template Fetch<kChecked>(st, s + 1);
       }
 #pragma unroll
-      for (int mt = 0; mt < G::kMTiles; ++mt) {
-        const uint16_t* a = stage + (16 * mt + g) * G::kPitch + 32 * grp + 8 * q;
-        const uint4 lo = *reinterpret_cast<const uint4*>(a), hi = *reinterpret_cast<const uint4*>(a + 8 * G::kPitch);
+      for (int gi = 0; gi < kGroupsPerWarp; ++gi) {
+        const int grp = ks + gi * kKSplit;
+        const int64_t col = s * G::kCols + 32 * grp + 8 * q;
+        uint4 b[kNtPerWarp];
 #pragma unroll
         for (int nt = 0; nt < kNtPerWarp; ++nt) {
-          Mma(acc[mt][nt], lo.x, hi.x, lo.y, hi.y, b[nt].x, b[nt].y);
-          Mma(acc[mt][nt], lo.z, hi.z, lo.w, hi.w, b[nt].z, b[nt].w);
+          const int token = 8 * (ns * kNtPerWarp + nt) + g;
+          b[nt] = token < tokens && col < k ? __ldg(reinterpret_cast<const uint4*>(x + token * k + col))
+                                            : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int mt = 0; mt < G::kMTiles; ++mt) {
+          const uint16_t* a = stage + (16 * mt + g) * G::kPitch + 32 * grp + 8 * q;
+          const uint4 lo = *reinterpret_cast<const uint4*>(a), hi = *reinterpret_cast<const uint4*>(a + 8 * G::kPitch);
+#pragma unroll
+          for (int nt = 0; nt < kNtPerWarp; ++nt) {
+            Mma(acc[mt][nt], lo.x, hi.x, lo.y, hi.y, b[nt].x, b[nt].y);
+            Mma(acc[mt][nt], lo.z, hi.z, lo.w, hi.w, b[nt].z, b[nt].w);
+          }
         }
       }
+      if constexpr (Loader::kStages == 1) __syncthreads();  // the buffer is free for the next stage
     }
+  };
+  if constexpr (Loader::kUncheckedInterior) {
+    const bool interior = static_cast<int64_t>(blockIdx.x + 1) * G::kRows <= n && k % G::kCols == 0;
+    if (interior) {
+      run(std::false_type{});
+    } else {
+      run(std::true_type{});
+    }
+  } else {
+    run(std::true_type{});
   }
   __syncthreads();  // the stages are free: partial sums go there, [kKSplit][8 kNT tokens][BM + 4]
   constexpr int kRedPitch = G::kRows + 4;
+  static_assert(kKSplit * 8 * kNT * kRedPitch * 4 <= Loader::kStages * G::kStage * 2, "the partial sums fit");
   float* red = reinterpret_cast<float*>(shared);
 #pragma unroll
   for (int mt = 0; mt < G::kMTiles; ++mt) {
@@ -302,17 +334,18 @@ template <int kR, int kNT, typename Loader>
 Status LaunchTile(const Loader& ld, const uint16_t* x, const float* bias, int64_t n, int64_t k, int64_t tokens,
                   bool accumulate, uint16_t* y, GpuStream stream) {
   using G = Geometry<kR>;
+  constexpr int kSharedBytes = Loader::kStages * G::kStage * 2;
   auto* kernel = TileGemmKernel<kR, kNT, Loader>;
   static thread_local int sized_device = -1;  // per kernel instance: the shared-memory limit raised
   int device = 0;
   DF11_RETURN_IF_ERROR(cuda::CheckCuda(cudaGetDevice(&device), "cudaGetDevice"));
   if (device != sized_device) {
     DF11_RETURN_IF_ERROR(cuda::CheckCuda(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, G::kSharedBytes), "TileGemmKernel"));
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes), "TileGemmKernel"));
     sized_device = device;
   }
   const int64_t ctas = (n + G::kRows - 1) / G::kRows;
-  cuda::LaunchDependentShared(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), G::kSharedBytes,
+  cuda::LaunchDependentShared(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), kSharedBytes,
                               reinterpret_cast<cudaStream_t>(stream), ld, x, bias, n, k, static_cast<int>(tokens),
                               accumulate, y);
   return cuda::CheckLaunch("TileGemmKernel");
@@ -348,7 +381,7 @@ std::string Shape(int64_t tokens, int64_t n, int64_t k) {
 namespace cuda {
 
 bool TileGemmApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k) {
-  return tokens > kGemvMaxTokens && tokens <= kTileGemmMaxTokens && k % 8 == 0 &&
+  return tokens >= kTileGemmMinTokens && tokens <= kTileGemmMaxTokens && k % 8 == 0 &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 
@@ -356,7 +389,7 @@ Status TileGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t
                 bool accumulate, uint16_t* y, GpuStream stream, int rows_per_tile) {
   if (!TileGemmApplies(x, w, tokens, k) || n <= 0 || n > (int64_t{1} << 36) || k > (int64_t{1} << 24) ||
       (rows_per_tile != 0 && rows_per_tile != 1 && rows_per_tile != 2 && rows_per_tile != 4)) {
-    return InvalidArgument("TileGemm: " + Shape(tokens, n, k) + " needs " + std::to_string(kGemvMaxTokens + 1) + ".." +
+    return InvalidArgument("TileGemm: " + Shape(tokens, n, k) + " needs " + std::to_string(kTileGemmMinTokens) + ".." +
                            std::to_string(kTileGemmMaxTokens) +
                            " tokens, K a multiple of 8, 16-byte aligned x and W, and 0, 1, 2 or 4 rows per tile");
   }
@@ -382,7 +415,7 @@ Status Df11TileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign
       (w.rows_per_tile != 1 && w.rows_per_tile != 2 && w.rows_per_tile != 4) || w.cols > (int64_t{1} << 24) ||
       reinterpret_cast<uintptr_t>(sign_mantissa) % 8 != 0) {
     return InvalidArgument("Df11TileGemm: " + Shape(tokens, w.rows, w.cols) + " needs fixed lanes, " +
-                           std::to_string(cuda::kGemvMaxTokens + 1) + ".." + std::to_string(cuda::kTileGemmMaxTokens) +
+                           std::to_string(cuda::kTileGemmMinTokens) + ".." + std::to_string(cuda::kTileGemmMaxTokens) +
                            " tokens, 16-byte aligned x and 8-byte aligned sign_mantissa");
   }
   return Dispatch<Df11Loader>(

@@ -88,10 +88,10 @@ class DeviceLanesBuffer {
 Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa,
                 const float* bias, int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream);
 
-// The fused DF11 tensor-core linear for cuda::kGemvMaxTokens < T <= cuda::kTileGemmMaxTokens: W's fixed lanes decoded
-// into shared memory stage by stage, then the arithmetic of cuda::TileGemm with the same rows per tile (the same bits
-// as TileGemm on W's BF16 twin with rows_per_tile = w.rows_per_tile). Operands as Df11Gemv's. INVALID_ARGUMENT for
-// Huffman lanes, other token counts or alignments.
+// The fused DF11 tensor-core linear for cuda::kTileGemmMinTokens <= T <= cuda::kTileGemmMaxTokens: W's fixed lanes
+// decoded into shared memory stage by stage, then the arithmetic of cuda::TileGemm with the same rows per tile (the
+// same bits as TileGemm on W's BF16 twin with rows_per_tile = w.rows_per_tile). Operands as Df11Gemv's.
+// INVALID_ARGUMENT for Huffman lanes, other token counts or alignments.
 Status Df11TileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa, const float* bias,
                     int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream);
 // Whether a model's linear takes Df11TileGemm for these tokens with the bits its BF16 twin gets from GemmHandle: fixed

@@ -175,7 +175,7 @@ StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
 }
 
 Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y) {
-  if (w.lanes >= 0 && tokens <= cuda::kGemvMaxTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+  if (w.lanes >= 0 && tokens < cuda::kTileGemmMinTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
     // The fused DF11 GEMV: the bits of Gemv (what GemmHandle runs for the BF16 twin at these tokens).
     const DeviceUnit& u = units[w.unit]->buffer.unit();
     if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));

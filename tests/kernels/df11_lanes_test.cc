@@ -408,7 +408,7 @@ TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
 TEST(Df11LanesCuda, FusedTileGemmIsTileGemmBitForBit) {
   REQUIRE_GPU();
   ExpectFusedIsTwin(
-      {5, 8, 9, 16, 24, 32}, 2, 6,
+      {3, 4, 8, 9, 16, 24, 32}, 2, 6,
       [](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
          uint16_t* y) {
         const DeviceLanes& w = m.lanes[tiles].lanes();
@@ -424,7 +424,7 @@ TEST(Df11LanesCuda, FusedTileGemmIsTileGemmBitForBit) {
   EXPECT_TRUE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[4].lanes(), 8));   // 4 rows per tile, FixedRowsPerTile's
   EXPECT_FALSE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[2].lanes(), 8));  // 1 row per tile: not the twin's
   EXPECT_FALSE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[1].lanes(), 8));  // Huffman lanes
-  EXPECT_FALSE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[4].lanes(), 4));
+  EXPECT_FALSE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[4].lanes(), 2));
   EXPECT_EQ(Df11TileGemm(x.as<uint16_t>(), m->lanes[1].lanes(), m->unit.unit().sign_mantissa, nullptr, 8, false,
                          nullptr, nullptr)
                 .code(),
