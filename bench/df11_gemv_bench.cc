@@ -232,7 +232,7 @@ int Main(int argc, char** argv) {
     }
   }
   std::printf("\nlinears of one decode step (36 layers + lm_head), ms:\n");
-  for (int b = 0; b < 3; ++b) {
+  for (int b = 0; b < 5; ++b) {
     std::printf(
         "  T=%d: BF16 TileGemm %.3f, cuBLAS %.3f (TileGemm/cuBLAS %.3f), DF11 Df11TileGemm %.3f (%.3fx "
         "TileGemm, %.3fx cuBLAS), DF11 fixed decode+cuBLAS %.3f (%.3fx cuBLAS)\n",
