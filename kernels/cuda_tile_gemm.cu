@@ -25,6 +25,7 @@
 #include "kernels/cuda_gemm.h"
 #include "kernels/cuda_ops_internal.cuh"
 #include "kernels/df11_lanes_cuda.h"
+#include "kernels/df11_lanes_fixed.cuh"
 #include "kernels/df11_lanes_fixed.h"
 #include "kernels/df11_lanes_fixed_decode.cuh"
 
@@ -404,24 +405,12 @@ Status TileGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t
 
 }  // namespace cuda
 
-bool Df11TileGemmApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens) {
-  return w.code == LaneCode::kFixed3 && w.rows_per_tile == FixedRowsPerTile(w.rows, w.cols) &&
-         cuda::TileGemmApplies(x, x, tokens, w.cols);
-}
-
-Status Df11TileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa, const float* bias,
-                    int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream) {
-  if (w.code != LaneCode::kFixed3 || !cuda::TileGemmApplies(x, x, tokens, w.cols) ||
-      (w.rows_per_tile != 1 && w.rows_per_tile != 2 && w.rows_per_tile != 4) || w.cols > (int64_t{1} << 24) ||
-      reinterpret_cast<uintptr_t>(sign_mantissa) % 8 != 0) {
-    return InvalidArgument("Df11TileGemm: " + Shape(tokens, w.rows, w.cols) + " needs fixed lanes, " +
-                           std::to_string(cuda::kTileGemmMinTokens) + ".." + std::to_string(cuda::kTileGemmMaxTokens) +
-                           " tokens, 16-byte aligned x and 8-byte aligned sign_mantissa");
-  }
+Status LaunchFixedTileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sm, const float* bias,
+                           int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream) {
   return Dispatch<Df11Loader>(
       w.rows_per_tile, tokens,
       [&]<int kR>() {
-        return Df11Loader<kR>{w, sign_mantissa};
+        return Df11Loader<kR>{w, sm};
       },
       x, bias, w.rows, w.cols, accumulate, y, stream);
 }

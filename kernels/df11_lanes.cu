@@ -16,6 +16,7 @@
 #include "kernels/df11_fast_table.h"
 #include "kernels/df11_lanes_cuda.h"
 #include "kernels/df11_lanes_fixed.cuh"
+#include "kernels/df11_lanes_fixed.h"
 
 namespace df11 {
 namespace {
@@ -239,6 +240,24 @@ Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& table
     default:
       return LaunchCode<4>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
   }
+}
+
+bool Df11TileGemmApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens) {
+  // x stands in for W too: fixed lanes have no BF16 W to align.
+  return w.code == LaneCode::kFixed3 && w.rows_per_tile == FixedRowsPerTile(w.rows, w.cols) &&
+         cuda::TileGemmApplies(x, x, tokens, w.cols);
+}
+
+Status Df11TileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa, const float* bias,
+                    int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream) {
+  DF11_RETURN_IF_ERROR(CheckOperands(w, sign_mantissa));
+  if (w.code != LaneCode::kFixed3 || !cuda::TileGemmApplies(x, x, tokens, w.cols) || w.cols > (int64_t{1} << 24)) {
+    return InvalidArgument("Df11TileGemm: " + std::to_string(tokens) + " tokens x [" + std::to_string(w.rows) + ", " +
+                           std::to_string(w.cols) + "] needs fixed lanes, " + std::to_string(cuda::kTileGemmMinTokens) +
+                           ".." + std::to_string(cuda::kTileGemmMaxTokens) +
+                           " tokens, at most 2^24 columns and 16-byte aligned x");
+  }
+  return LaunchFixedTileGemm(x, w, sign_mantissa, bias, tokens, accumulate, y, stream);
 }
 
 Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa, uint16_t* out,

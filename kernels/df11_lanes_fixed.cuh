@@ -1,5 +1,5 @@
 // Internal to the lane kernels: df11_lanes.cu hands fixed lanes (LaneCode::kFixed3) to
-// df11_lanes_fixed.cu. Included only by .cu files.
+// df11_lanes_fixed.cu and, for Df11TileGemm, to cuda_tile_gemm.cu. Included only by .cu files.
 #pragma once
 
 #include <cstdint>
@@ -14,5 +14,10 @@ namespace df11 {
 template <int kTokens>
 Status LaunchFixedLanes(const uint16_t* x, const DeviceLanes& w, const uint8_t* sm, const float* bias, bool accumulate,
                         uint16_t* y, uint32_t* mismatches, GpuStream stream);
+
+// Df11TileGemm's launch (cuda_tile_gemm.cu): y = x · W^T (+ bias) (+ y) for
+// cuda::kTileGemmMinTokens..kTileGemmMaxTokens tokens. Operands checked by the caller.
+Status LaunchFixedTileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sm, const float* bias,
+                           int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream);
 
 }  // namespace df11

@@ -175,21 +175,20 @@ StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
 }
 
 Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y) {
-  if (w.lanes >= 0 && tokens < cuda::kTileGemmMinTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-    // The fused DF11 GEMV: the bits of Gemv (what GemmHandle runs for the BF16 twin at these tokens).
-    const DeviceUnit& u = units[w.unit]->buffer.unit();
-    if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
-    DF11_RETURN_IF_ERROR(Df11Gemv(x, lanes[w.lanes].lanes(), TablesOf(u), u.sign_mantissa + w.unit_offset, w.bias,
-                                  tokens, false, y, stream));
-    return profile ? gemm_timer.End(stream) : Status::Ok();
-  }
-  if (w.lanes >= 0 && Df11TileGemmApplies(x, lanes[w.lanes].lanes(), tokens)) {
-    // The fused DF11 tensor-core linear: the bits of TileGemm (what GemmHandle runs for the twin).
-    const DeviceUnit& u = units[w.unit]->buffer.unit();
-    if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
-    DF11_RETURN_IF_ERROR(
-        Df11TileGemm(x, lanes[w.lanes].lanes(), u.sign_mantissa + w.unit_offset, w.bias, tokens, false, y, stream));
-    return profile ? gemm_timer.End(stream) : Status::Ok();
+  if (w.lanes >= 0) {
+    // Fused DF11 linears, each with the bits of what GemmHandle runs for the BF16 twin at these
+    // tokens: the GEMV (Gemv's) below kTileGemmMinTokens, the tensor-core linear (TileGemm's) up to
+    // kTileGemmMaxTokens for fixed lanes.
+    const DeviceLanes& l = lanes[w.lanes].lanes();
+    const bool gemv = tokens < cuda::kTileGemmMinTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    if (gemv || Df11TileGemmApplies(x, l, tokens)) {
+      const DeviceUnit& u = units[w.unit]->buffer.unit();
+      const uint8_t* sm = u.sign_mantissa + w.unit_offset;
+      if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
+      DF11_RETURN_IF_ERROR(gemv ? Df11Gemv(x, l, TablesOf(u), sm, w.bias, tokens, false, y, stream)
+                                : Df11TileGemm(x, l, sm, w.bias, tokens, false, y, stream));
+      return profile ? gemm_timer.End(stream) : Status::Ok();
+    }
   }
   DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
   if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
