@@ -18,8 +18,8 @@
 // do: only the token ids come back); --logits copies every row's fp32 logits to the host instead
 // (78 MB at batch 128), as this benchmark did before.
 // Decode steps replay CUDA graphs (ModelOptions::cuda_graphs; profiled runs never do); --eager
-// runs them op by op. DF11 linears run the fused DF11 GEMV up to 4 tokens (ModelOptions::
-// df11_lanes); --no-lanes decodes every unit into the scratch first, as before. --lane-code picks
+// runs them op by op. DF11 linears run fused DF11 linears up to 32 tokens (ModelOptions::
+// df11_lanes: the GEMV at 1-2 tokens, the tensor-core TileGemm at 3-32); --no-lanes decodes every unit into the scratch first, as before. --lane-code picks
 // how lane streams code exponents (ModelOptions::df11_lane_code; default auto); --no-prefetch
 // decodes each unit just before its first linear instead of while the layer before runs
 // (ModelOptions::df11_prefetch).

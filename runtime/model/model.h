@@ -43,9 +43,10 @@ struct ModelOptions {
   // kCuda: decode-only steps (one new token per sequence, not profiled) replay a CUDA graph per
   // batch size once captured; false runs every step op by op (the same kernels, the same bits).
   bool cuda_graphs = true;
-  // kCuda, DF11: linears keep their weights as lane streams (kernels/df11_lanes.h) and run the
-  // fused DF11 GEMV for up to 4 tokens (the BF16 Gemv's bits); false decodes every unit into the
-  // scratch before its GEMMs, as before.
+  // kCuda, DF11: linears keep their weights as lane streams (kernels/df11_lanes.h) and run fused
+  // DF11 linears, with the bits of what the BF16 model runs: the GEMV at 1-2 tokens (Gemv's),
+  // the tensor-core TileGemm at 3-32 for fixed lanes; false decodes every unit into the scratch
+  // before its GEMMs, as before.
   bool df11_lanes = true;
   // How lane streams code exponents (kernels/df11_lanes_fixed.h). kAuto: 3-bit codes with escapes
   // (no lookup chain) for a matrix whose bytes so stay within 1.03x its share of the unit's
@@ -115,7 +116,7 @@ struct LoadReport {
   // shares (ModelOptions::scratch), so counted once per GPU, not per model; 0 on the CPU.
   uint64_t shared_scratch_bytes = 0;
   double load_seconds = 0;
-  int lane_matrices = 0;        // CUDA, DF11: linears kept as lane streams (fused GEMV)
+  int lane_matrices = 0;        // CUDA, DF11: linears kept as lane streams (fused linears)
   int fixed_lane_matrices = 0;  // of those, with 3-bit codes (ModelOptions::df11_lane_code)
   // CUDA, DF11: seconds of load spent making lane streams: decoding matrices (GPU, copied to the host), building
   // the streams, uploading them, decoding them back on the GPU and comparing, re-uploading units

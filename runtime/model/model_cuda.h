@@ -39,7 +39,7 @@ struct DeviceLinear {
   int unit = -1;                    // index into CudaState::units (DF11)
   uint64_t scratch_offset = 0;      // elements into the scratch where the decoded matrix starts
   uint64_t unit_offset = 0;         // elements into the unit (embedding rows, sign_mantissa)
-  int lanes = -1;                   // DF11 as lane streams: index into CudaState::lanes (fused GEMV)
+  int lanes = -1;                   // DF11 as lane streams: index into CudaState::lanes (fused linears)
   const float* bias = nullptr;      // [out] fp32 or null
 };
 

@@ -1,7 +1,8 @@
 // Model::StepCuda: the CUDA backend of the decoder layer (decoder_layer.h), bf16 activations.
 // One stream; the host enqueues the whole step and waits once, for the logits. DF11 linears with
-// lane streams run the fused DF11 GEMV up to 4 tokens; otherwise DF11 units decode into the
-// scratch right before their layer; embedding rows of DF11 models decode in one launch
+// lane streams run a fused DF11 linear up to cuda::kTileGemmMaxTokens tokens (the GEMV below
+// kTileGemmMinTokens, the tensor-core TileGemm from there for fixed lanes); otherwise DF11 units
+// decode into the scratch right before their layer; embedding rows of DF11 models decode in one launch
 // (only the step's distinct tokens).
 #include <algorithm>
 #include <array>

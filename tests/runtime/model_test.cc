@@ -140,7 +140,8 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
   EXPECT_GE(r.bf16_weight_bytes, bf16->load_report().bf16_weight_bytes);  // a tied DF11 model may hold an lm_head copy
   EXPECT_GT(r.scratch_bytes, 0u);
   ASSERT_NO_FATAL_FAILURE(ExpectSameGreedyRun(*bf16, *df11, 64));
-  // Batches: 3 sequences (on CUDA the fused DF11 GEMV, up to 4 tokens) and 8 (decoded, then GEMM).
+  // Batches: 3 and 8 sequences (on CUDA the fused DF11 tensor-core linear for fixed lanes; Huffman
+  // lanes decoded, then the same TileGemm).
   for (int64_t seqs : {3, 8}) {
     SCOPED_TRACE(std::to_string(seqs) + " sequences");
     ASSERT_NO_FATAL_FAILURE(ExpectSameBatches(*bf16, *df11, seqs, 8));
@@ -153,7 +154,7 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
 
 // ModelOptions::df11_lane_code = kFixed3: every DF11 linear in fixed lanes (3-bit codes, escapes),
 // whatever its size, gives the BF16 model's bits: prefill, 64 decode steps (the fused GEMV), batches
-// of 3 (fused) and 8 (fixed lanes decoded into the scratch, then GEMM).
+// of 3 and 8 (the fused tensor-core linear, Df11TileGemm).
 TEST_P(LosslessTest, Df11FixedLanesGiveBitIdenticalLogits) {
   const auto& [device, preset] = GetParam();
   if (device != Device::kCuda) GTEST_SKIP() << "lane streams are a CUDA layout";
