@@ -75,8 +75,10 @@ int Main(int argc, char** argv) {
   bool first_row = true;
   double step_bf16[5] = {}, step_fused[5] = {}, step_fixed[5] = {}, step_scratch[5] = {};  // per tokens, ms per step
   // The same at kTileTokens: TileGemm, cuBLAS, Df11TileGemm, fixed decode + cuBLAS.
-  double tile_bf16[5] = {}, tile_cublas[5] = {}, tile_df11[5] = {}, tile_scratch[5] = {};
-  constexpr int64_t kTileTokens[5] = {3, 4, 8, 16, 32};
+  constexpr int kTileBuckets = 5;
+  double tile_bf16[kTileBuckets] = {}, tile_cublas[kTileBuckets] = {}, tile_df11[kTileBuckets] = {},
+         tile_scratch[kTileBuckets] = {};
+  constexpr int64_t kTileTokens[kTileBuckets] = {3, 4, 8, 16, 32};
   cuda::GemmHandle gemm;
   Check(gemm.Init(nullptr));
   std::printf("%-13s %3s | %9s %9s %9s %9s | %6s %6s %6s | %s\n", "linear", "T", "bf16 ms", "fused ms", "fixed ms",
@@ -195,7 +197,7 @@ int Main(int argc, char** argv) {
           ", \"df11_bytes\": " + std::to_string(df11_bytes) + ", \"lanes_bytes\": " + std::to_string(lanes_bytes) + "}";
       first_row = false;
     }
-    for (int b = 0; b < 5; ++b) {
+    for (int b = 0; b < kTileBuckets; ++b) {
       const int64_t t = kTileTokens[b];
       const double tile = MedianMs(copies, [&](int i) {
         Check(cuda::TileGemm(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
@@ -232,7 +234,7 @@ int Main(int argc, char** argv) {
     }
   }
   std::printf("\nlinears of one decode step (36 layers + lm_head), ms:\n");
-  for (int b = 0; b < 5; ++b) {
+  for (int b = 0; b < kTileBuckets; ++b) {
     std::printf(
         "  T=%d: BF16 TileGemm %.3f, cuBLAS %.3f (TileGemm/cuBLAS %.3f), DF11 Df11TileGemm %.3f (%.3fx "
         "TileGemm, %.3fx cuBLAS), DF11 fixed decode+cuBLAS %.3f (%.3fx cuBLAS)\n",

@@ -97,20 +97,6 @@ __device__ __forceinline__ void FillSlots(const PagedKvLayer& cache, const int32
   }
 }
 
-__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, asynchronously; bytes = 0 writes zeros and reads nothing.
-__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SharedAddress(dst)), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void CopyAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
 // Four 8x8 bf16 matrices from shared memory, lanes 8i..8i+7 addressing matrix i's rows; with
 // kTrans each lane gets the transposed elements (see Mma's fragment layout).
 template <bool kTrans>

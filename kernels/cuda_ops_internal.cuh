@@ -20,6 +20,32 @@ __device__ __forceinline__ uint16_t FloatToBf16(float f) { return __bfloat16_as_
 // f rounded to the nearest BF16 value, kept as fp32.
 __device__ __forceinline__ float RoundBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
 
+// Shared-memory address of a generic pointer into shared memory (for PTX).
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously; bytes = 0 writes zeros and reads nothing.
+__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SharedAddress(dst)), "l"(src), "r"(bytes));
+}
+// An L2 policy that evicts these lines first (for data read once, e.g. streamed weights), and
+// CopyAsync16 under it.
+__device__ __forceinline__ uint64_t EvictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, int bytes, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(SharedAddress(dst)), "l"(src),
+               "r"(bytes), "l"(policy));
+}
+__device__ __forceinline__ void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CopyAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
 // Programmatic dependent launch (sm_90). A kernel launched as a dependent (LaunchDependent) may
 // start while the stream's previous kernel still runs: before it reads or writes anything that
 // kernel touches it calls WaitPrevious(), which returns once that kernel has finished and its

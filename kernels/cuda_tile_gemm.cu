@@ -7,7 +7,7 @@
 // (one fixed-lanes block of every tile): each warp puts its tiles' part of the stage into shared
 // memory as BF16 (the loader), the CTA syncs, then the warps multiply the stage by x with
 // mma.m16n8k16 (W rows as M, tokens as N, fp32 accumulation), the BF16 loader's next stage
-// already loading.
+// already copying (cp.async).
 // Two loaders fill the same stage with the same bits: Bf16Loader copies W, Df11Loader decodes
 // fixed lanes (df11_lanes_fixed_decode.cuh). Everything after the stage is one code path, so a
 // DF11 matrix and its BF16 twin give the same bits for the same r.
@@ -49,56 +49,56 @@ struct Geometry {
 // Entry i (0..3) of a warp's tile in a stage: row i % r of the tile, columns 8 lane + 256 (i / r)
 // of the stage; in shared memory at row (local tile) r + i % r.
 template <int kR>
+__device__ __forceinline__ uint16_t* EntryAddress(uint16_t* stage, int local_tile, int i, int lane) {
+  return stage + (local_tile * kR + i % kR) * Geometry<kR>::kPitch + 8 * lane + 256 * (i / kR);
+}
+template <int kR>
 __device__ __forceinline__ void StoreEntry(uint16_t* stage, int local_tile, int i, int lane, const uint4& v) {
-  *reinterpret_cast<uint4*>(stage + (local_tile * kR + i % kR) * Geometry<kR>::kPitch + 8 * lane + 256 * (i / kR)) = v;
+  *reinterpret_cast<uint4*>(EntryAddress<kR>(stage, local_tile, i, lane)) = v;
 }
 
 // A loader is a kernel parameter (read-only: it stays in parameter space) with a per-warp State
-// made by Begin; Fetch loads a stage's raw words into registers, Store writes the stage as BF16.
+// made by Begin. An asynchronous loader (kAsync) has Issue, which starts copying a stage into its
+// buffer (cp.async; the kernel waits for it); the others have Fetch, which loads a stage's raw
+// words into registers, and Store, which writes the stage as BF16.
 
-// W [n, k] BF16, row-major, 16-byte aligned; entries past the matrix load as zeros.
+// W [n, k] BF16, row-major, 16-byte aligned; entries past the matrix load as zeros. kStages stage
+// buffers: stage s + kStages - 1 is copying (cp.async, L2 evict-first) while stage s multiplies.
+// Measured on the H100 against the loader it replaced (registers, __ldcs, next stage prefetched
+// into registers; bench/results/df11_gemv_h100_cpasync_ab.log, model_step_h100_cpasync_ab.log):
+// the linears of a decode step at 32 tokens 7.32-7.38 ms against 7.79-7.80, 3-16 tokens
+// unchanged; the model's BF16 step at batch 32 9.43-9.45 ms against 9.90-9.92. Without the
+// evict-first policy the step at batch 4-8 lost 0.3 ms (W's lines evicted what the step's other
+// kernels reuse from L2); 3 CTAs per SM (80 registers) was no faster than 2.
 template <int kR>
 struct Bf16Loader {
   const uint16_t* w;
   int64_t n, k;
-  // The next stage loads while this one multiplies, into the other of 2 stage buffers; 2 CTAs
-  // per SM.
-  static constexpr bool kPrefetch = true;
+  static constexpr bool kAsync = true;
   static constexpr int kStages = 2;
-  static constexpr int MinBlocks(int) { return 2; }
+  static constexpr int kMinBlocks = 2;
   static constexpr bool kUncheckedInterior = false;  // its bounds checks cost nothing measurable
 
   struct State {
-    int64_t row0;  // the warp's first tile's first row
+    int64_t row0;     // the warp's first tile's first row
+    uint64_t policy;  // W is read once: its lines leave L2 first (as __ldcs's did)
     int warp, lane;
   };
-  struct Fetched {
-    uint4 v[kTilesPerWarp][4];
-  };
   __device__ __forceinline__ State Begin(int64_t cta, int warp, int lane) const {
-    return {(cta * Geometry<kR>::kTiles + warp * kTilesPerWarp) * kR, warp, lane};
+    return {(cta * Geometry<kR>::kTiles + warp * kTilesPerWarp) * kR, cuda::EvictFirstPolicy(), warp, lane};
   }
   template <bool kChecked>
-  __device__ __forceinline__ Fetched Fetch(const State& st, int64_t stage) const {
-    Fetched f;
+  __device__ __forceinline__ void Issue(const State& st, uint16_t* stage, int64_t s) const {
 #pragma unroll
     for (int p = 0; p < kTilesPerWarp; ++p) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int64_t row = st.row0 + p * kR + i % kR;
-        const int64_t col = stage * Geometry<kR>::kCols + 8 * st.lane + 256 * (i / kR);
-        f.v[p][i] =
-            row < n && col < k ? __ldcs(reinterpret_cast<const uint4*>(w + row * k + col)) : make_uint4(0, 0, 0, 0);
+        const int64_t col = s * Geometry<kR>::kCols + 8 * st.lane + 256 * (i / kR);
+        const bool in = row < n && col < k;
+        cuda::CopyAsync16(EntryAddress<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane), in ? w + row * k + col : w,
+                          in ? 16 : 0, st.policy);
       }
-    }
-    return f;
-  }
-  template <bool kChecked>
-  __device__ __forceinline__ void Store(State& st, const Fetched& f, uint16_t* stage, int64_t) const {
-#pragma unroll
-    for (int p = 0; p < kTilesPerWarp; ++p) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane, f.v[p][i]);
     }
   }
 };
@@ -113,9 +113,9 @@ struct Df11Loader {
   // (80) above, where the accumulators need them. Measured on the H100 (the linears of an 8B
   // decode step at 8 tokens, before the unchecked interior): 2 buffers, prefetched, 2 CTAs per SM
   // 10.27-10.46 ms; 2 buffers, 3 CTAs 10.03-10.15 ms; 1 buffer, 4 CTAs 9.98 ms.
-  static constexpr bool kPrefetch = false;
+  static constexpr bool kAsync = false;
   static constexpr int kStages = 1;
-  static constexpr int MinBlocks(int) { return 3; }
+  static constexpr int kMinBlocks = 3;
   // A CTA whose tiles are all full and whose stages are all whole runs without bounds checks.
   static constexpr bool kUncheckedInterior = true;
 
@@ -226,7 +226,7 @@ __device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
 // kNT: tokens in groups of 8 (mma's N), T <= 8 kNT. Grid: ceil(n / BM) CTAs of kWarps warps,
 // Loader::kStages stage buffers of dynamic shared memory.
 template <int kR, int kNT, typename Loader>
-__global__ void __launch_bounds__(kWarps * 32, Loader::MinBlocks(kNT))
+__global__ void __launch_bounds__(kWarps * 32, Loader::kMinBlocks)
     TileGemmKernel(Loader ld, const uint16_t* __restrict__ x, const float* __restrict__ bias, int64_t n, int64_t k,
                    int tokens, bool accumulate, uint16_t* __restrict__ y) {
   using G = Geometry<kR>;
@@ -255,15 +255,24 @@ __global__ void __launch_bounds__(kWarps * 32, Loader::MinBlocks(kNT))
   // Every stage, with or without bounds checks on W (kChecked); x's are always checked.
   auto run = [&](auto checked) {
     constexpr bool kChecked = decltype(checked)::value;
-    typename Loader::Fetched f;
-    if constexpr (Loader::kPrefetch) f = ld.template Fetch<kChecked>(st, 0);
+    if constexpr (Loader::kAsync) {
+#pragma unroll
+      for (int i = 0; i + 1 < Loader::kStages; ++i) {
+        if (i < stages) ld.template Issue<kChecked>(st, shared + i * G::kStage, i);
+        cuda::CopyAsyncCommit();
+      }
+    }
     for (int64_t s = 0; s < stages; ++s) {
-      uint16_t* stage = shared + (Loader::kStages == 2 ? (s & 1) * G::kStage : 0);
-      if constexpr (!Loader::kPrefetch) f = ld.template Fetch<kChecked>(st, s);
-      ld.template Store<kChecked>(st, f, stage, s);
-      __syncthreads();  // (with 2 buffers: every warp is past the stage before last, whose buffer is free)
-      if constexpr (Loader::kPrefetch) {
-        if (s + 1 < stages) f = ld.template Fetch<kChecked>(st, s + 1);
+      uint16_t* stage = shared + (s % Loader::kStages) * G::kStage;
+      if constexpr (Loader::kAsync) {
+        cuda::CopyAsyncWait<Loader::kStages - 2>();
+        __syncthreads();  // stage s is in; every warp is past stage s - 1, whose buffer is free
+        const int64_t next = s + Loader::kStages - 1;
+        if (next < stages) ld.template Issue<kChecked>(st, shared + (next % Loader::kStages) * G::kStage, next);
+        cuda::CopyAsyncCommit();
+      } else {
+        ld.template Store<kChecked>(st, ld.template Fetch<kChecked>(st, s), stage, s);
+        __syncthreads();
       }
 #pragma unroll
       for (int gi = 0; gi < kGroupsPerWarp; ++gi) {
@@ -287,7 +296,7 @@ __global__ void __launch_bounds__(kWarps * 32, Loader::MinBlocks(kNT))
           }
         }
       }
-      if constexpr (Loader::kStages == 1) __syncthreads();  // the buffer is free for the next stage
+      if constexpr (!Loader::kAsync) __syncthreads();  // the buffer is free for the next stage
     }
   };
   if constexpr (Loader::kUncheckedInterior) {
@@ -300,6 +309,7 @@ __global__ void __launch_bounds__(kWarps * 32, Loader::MinBlocks(kNT))
   } else {
     run(std::true_type{});
   }
+  if constexpr (Loader::kAsync) cuda::CopyAsyncWait<0>();
   __syncthreads();  // the stages are free: partial sums go there, [kKSplit][8 kNT tokens][BM + 4]
   constexpr int kRedPitch = G::kRows + 4;
   static_assert(kKSplit * 8 * kNT * kRedPitch * 4 <= Loader::kStages * G::kStage * 2, "the partial sums fit");

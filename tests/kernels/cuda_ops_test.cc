@@ -564,7 +564,9 @@ TEST(CudaOps, TileGemmMatchesCpu) {
   EXPECT_FALSE(cuda::TileGemmApplies(x.as<uint16_t>(), x.as<uint16_t>(), 8, 12));
   EXPECT_EQ(cuda::TileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 1, 16, false, nullptr, nullptr, 3).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(cuda::TileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 33, 1, 16, false, nullptr, nullptr).code(),
+  EXPECT_EQ(cuda::TileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, cuda::kTileGemmMaxTokens + 1, 1, 16, false,
+                           nullptr, nullptr)
+                .code(),
             StatusCode::kInvalidArgument);
 }
 
