@@ -109,10 +109,13 @@ struct Df11Loader {
   DeviceLanes w;
   const uint8_t* sm;
   // A stage loads just before it decodes, into one stage buffer (two barriers a stage): registers
-  // and shared memory for more warps per SM instead: 4 CTAs per SM (64 registers) at 8 tokens, 3
-  // (80) above, where the accumulators need them. Measured on the H100 (the linears of an 8B
-  // decode step at 8 tokens, before the unchecked interior): 2 buffers, prefetched, 2 CTAs per SM
-  // 10.27-10.46 ms; 2 buffers, 3 CTAs 10.03-10.15 ms; 1 buffer, 4 CTAs 9.98 ms.
+  // and shared memory for more warps per SM instead, 3 CTAs per SM (80 registers) at every token
+  // count. Measured on the H100 (the linears of an 8B decode step at 8 tokens, before the
+  // unchecked interior): 2 buffers, prefetched, 2 CTAs per SM 10.27-10.46 ms; 2 buffers, 3 CTAs
+  // 10.03-10.15 ms; 1 buffer, 4 CTAs 9.98 ms. 2 CTAs per SM at 16-32 tokens, where 80 registers
+  // spill up to 232 bytes with 4 rows per tile (no spills at 106-112 registers), was slower:
+  // 10.1-10.6 / 11.0-11.3 ms at 16 / 32 tokens against 8.8-8.9 / 10.0-10.1
+  // (bench/results/df11_gemv_h100_df11_minblocks2_ab.log).
   static constexpr bool kAsync = false;
   static constexpr int kStages = 1;
   static constexpr int kMinBlocks = 3;
