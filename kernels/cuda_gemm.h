@@ -34,8 +34,8 @@ Status Gemv(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tok
 // fixed lanes with rows_per_tile rows per tile (0: FixedRowsPerTile(n, k), what a DF11 model's
 // fixed lanes use), so the fused DF11 linear (Df11TileGemm, df11_lanes_cuda.h) on the same tiles
 // gives the same bits. Deterministic: the order depends on (rows_per_tile, T's bucket of 8, 16 or
-// 32, K) only. On an H100 it beats Gemv from 3 tokens and cuBLAS up to 16, ties it at 32 and
-// loses at 64 (bench/results/df11_gemv_h100_tile*.log), hence the range.
+// 32, K) only. On an H100 it beats Gemv from 3 tokens and cuBLAS up to 32 (0.97x there) and
+// loses at 64 (1.34x; bench/results/df11_gemv_h100_cpasync.log, _to64_cpasync.log), hence the range.
 inline constexpr int64_t kTileGemmMinTokens = 3;
 inline constexpr int64_t kTileGemmMaxTokens = 32;
 // Whether TileGemm takes these operands: T in [kTileGemmMinTokens, kTileGemmMaxTokens], K % 8 == 0,

@@ -77,7 +77,8 @@ struct Bf16Loader {
   static constexpr bool kAsync = true;
   static constexpr int kStages = 2;
   static constexpr int kMinBlocks = 2;
-  static constexpr bool kUncheckedInterior = false;  // its bounds checks cost nothing measurable
+  // Its bounds checks cost nothing measurable (measured with the register loader it replaced).
+  static constexpr bool kUncheckedInterior = false;
 
   struct State {
     int64_t row0;     // the warp's first tile's first row
