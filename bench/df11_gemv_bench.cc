@@ -75,10 +75,11 @@ int Main(int argc, char** argv) {
   bool first_row = true;
   double step_bf16[5] = {}, step_fused[5] = {}, step_fixed[5] = {}, step_scratch[5] = {};  // per tokens, ms per step
   // The same at kTileTokens: TileGemm, cuBLAS, Df11TileGemm, fixed decode + cuBLAS.
-  constexpr int kTileBuckets = 5;
+  // (3, 4, then each bucket's largest token count up to kTileGemmMaxTokens.)
+  constexpr int kTileBuckets = cuda::kTileGemmMaxTokens >= 64 ? 6 : 5;
   double tile_bf16[kTileBuckets] = {}, tile_cublas[kTileBuckets] = {}, tile_df11[kTileBuckets] = {},
          tile_scratch[kTileBuckets] = {};
-  constexpr int64_t kTileTokens[kTileBuckets] = {3, 4, 8, 16, 32};
+  constexpr int64_t kTileTokens[6] = {3, 4, 8, 16, 32, 64};
   cuda::GemmHandle gemm;
   Check(gemm.Init(nullptr));
   std::printf("%-13s %3s | %9s %9s %9s %9s | %6s %6s %6s | %s\n", "linear", "T", "bf16 ms", "fused ms", "fixed ms",

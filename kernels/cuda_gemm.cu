@@ -65,20 +65,21 @@ Status GemmHandle::Init(GpuStream stream) {
 Status GemmHandle::Gemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
                         uint16_t* y) {
   if (handle_ == nullptr) return FailedPrecondition("GEMM handle not initialised");
-  if (TileGemmApplies(x, w, tokens, k)) return cuda::TileGemm(x, w, nullptr, tokens, n, k, accumulate, y, stream_);
+  if (tokens <= tile_max_tokens_ && TileGemmApplies(x, w, tokens, k)) return cuda::TileGemm(x, w, nullptr, tokens, n, k, accumulate, y, stream_);
   if (GemvApplies(x, w, tokens, k)) return cuda::Gemv(x, w, nullptr, tokens, n, k, accumulate, y, stream_);
   return CublasGemm(x, w, tokens, n, k, accumulate, y);
 }
 
 Status GemmHandle::CublasGemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k,
-                              bool accumulate, uint16_t* y) {
+                              bool accumulate, uint16_t* y, int64_t ldy) {
   if (handle_ == nullptr) return FailedPrecondition("GEMM handle not initialised");
+  if (ldy == 0) ldy = n;
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   // Column-major view: Y^T [n, tokens] = W^T^T · X^T, i.e. op(A) = W (stored k x n, transposed).
   const cublasStatus_t st =
       cublasGemmEx(static_cast<cublasHandle_t>(handle_), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n),
                    static_cast<int>(tokens), static_cast<int>(k), &alpha, w, CUDA_R_16BF, static_cast<int>(k), x,
-                   CUDA_R_16BF, static_cast<int>(k), &beta, y, CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                   CUDA_R_16BF, static_cast<int>(k), &beta, y, CUDA_R_16BF, static_cast<int>(ldy), CUBLAS_COMPUTE_32F,
                    CUBLAS_GEMM_DEFAULT);
   const std::string what = "cublasGemmEx [" + std::to_string(tokens) + ", " + std::to_string(k) + "] x [" +
                            std::to_string(n) + ", " + std::to_string(k) + "]^T";
@@ -138,7 +139,7 @@ Status GemmHandle::LtGemmBias(const uint16_t* x, const uint16_t* w, const uint16
 Status GemmHandle::GemmBias(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n,
                             int64_t k, uint16_t* y, GpuStream stream) {
   if (handle_ == nullptr) return FailedPrecondition("GEMM handle not initialised");
-  if (TileGemmApplies(x, w, tokens, k)) return cuda::TileGemm(x, w, bias, tokens, n, k, false, y, stream);
+  if (tokens <= tile_max_tokens_ && TileGemmApplies(x, w, tokens, k)) return cuda::TileGemm(x, w, bias, tokens, n, k, false, y, stream);
   if (GemvApplies(x, w, tokens, k)) return cuda::Gemv(x, w, bias, tokens, n, k, false, y, stream);
   if (tokens > 1) {
     DF11_RETURN_IF_ERROR(bias_bf16_.Reserve(static_cast<uint64_t>(n) * 2, "bf16 bias"));

@@ -33,11 +33,14 @@ Status Gemv(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tok
 // kTileGemmMinTokens <= T <= kTileGemmMaxTokens. W goes through shared memory in the geometry of
 // fixed lanes with rows_per_tile rows per tile (0: FixedRowsPerTile(n, k), what a DF11 model's
 // fixed lanes use), so the fused DF11 linear (Df11TileGemm, df11_lanes_cuda.h) on the same tiles
-// gives the same bits. Deterministic: the order depends on (rows_per_tile, T's bucket of 8, 16 or
-// 32, K) only. On an H100 it beats Gemv from 3 tokens and cuBLAS up to 32 (0.97x there) and
-// loses at 64 (1.34x; bench/results/df11_gemv_h100_cpasync.log, _to64_cpasync.log), hence the range.
+// gives the same bits. Deterministic: the order depends on (rows_per_tile, T's bucket of 8, 16,
+// 32 or 64, K) only. On an H100 it beats Gemv from 3 tokens and cuBLAS up to 32 (0.94-0.96x
+// there) and loses to it at 33-64 (1.22x: bench/results/df11_gemv_h100_tile64.log). The range
+// still goes to 64 because the BF16 twin must run what a DF11 model runs, and there the fused
+// DF11 linear is 12.2 ms a step against 16.7 for decoding into a scratch then cuBLAS: a DF11 step
+// at 64 tokens gains ~4.5 ms, a BF16 step loses ~1.7 (docs/df11-lanes.md).
 inline constexpr int64_t kTileGemmMinTokens = 3;
-inline constexpr int64_t kTileGemmMaxTokens = 32;
+inline constexpr int64_t kTileGemmMaxTokens = 64;
 // Whether TileGemm takes these operands: T in [kTileGemmMinTokens, kTileGemmMaxTokens], K % 8 == 0,
 // x and W 16-byte aligned.
 bool TileGemmApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k);
@@ -55,15 +58,22 @@ class GemmHandle {
 
   // Creates the cuBLAS handle bound to `stream` with a 32 MiB workspace.
   Status Init(GpuStream stream);
-  // Every pointer device memory; x, w, y 16-byte aligned. kTileGemmMinTokens..kTileGemmMaxTokens
+  // Most tokens Gemm and GemmBias run TileGemm with: kTileGemmMaxTokens unless set lower
+  // (ModelOptions::tile_max_tokens); clamped to [kTileGemmMinTokens - 1, kTileGemmMaxTokens].
+  void set_tile_max_tokens(int64_t t) {
+    tile_max_tokens_ = t < kTileGemmMinTokens - 1 ? kTileGemmMinTokens - 1 : t > kTileGemmMaxTokens ? kTileGemmMaxTokens : t;
+  }
+  int64_t tile_max_tokens() const { return tile_max_tokens_; }
+  // Every pointer device memory; x, w, y 16-byte aligned. kTileGemmMinTokens..tile_max_tokens()
   // tokens run TileGemm, fewer Gemv, more cuBLAS: the kernel depends on the shapes and alignment
   // only, never on where W came from (a DF11 weight and its BF16 twin give the same bits).
   // INTERNAL (naming the shapes) on a cuBLAS error.
   Status Gemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
               uint16_t* y);
   // Gemm through cuBLAS whatever the tokens (benchmarks compare the small-batch kernels with it).
+  // ldy: elements between y's rows (0: n), so a slice of W's rows writes its columns of a wider y.
   Status CublasGemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
-                    uint16_t* y);
+                    uint16_t* y, int64_t ldy = 0);
   // y = x · W^T + bias (bias: [n] fp32 holding bf16 values), rounded to bf16 once. Up to
   // kTileGemmMaxTokens tokens: Gemv or TileGemm (as Gemm picks) with the bias in its sum. More, as PyTorch's addmm: cublasLt with the bias epilogue (a bf16 bias vector, the
   // first heuristic algorithm under the same workspace and alignment preferences); an Lt
@@ -78,6 +88,7 @@ class GemmHandle {
   Status LtGemmBias(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t tokens, int64_t n, int64_t k,
                     uint16_t* y, GpuStream stream, bool* done);
 
+  int64_t tile_max_tokens_ = kTileGemmMaxTokens;
   void* handle_ = nullptr;     // cublasHandle_t
   void* lt_handle_ = nullptr;  // cublasLtHandle_t
   GpuStream stream_ = nullptr;

@@ -229,12 +229,33 @@ __device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
 
 // kNT: tokens in groups of 8 (mma's N), T <= 8 kNT. Grid: ceil(n / BM) CTAs of kWarps warps,
 // Loader::kStages stage buffers of dynamic shared memory.
+// Token groups per warp: the warps split T's kNT groups of 8 in kNT / kNtPerWarp sets and K in the
+// rest (kKSplit). At 64 tokens (kNT = 8) a warp of a 1-row-per-tile CTA (one m-tile) takes 4
+// groups, one of 2 or 4 rows per tile 2. Measured on the H100 (the linears of an 8B decode step
+// at 64 tokens, BF16 TileGemm / cuBLAS; bench/results/df11_gemv_h100_tile64_v{22,42,84}.log):
+// 2 and 2 1.243, 4 and 2 1.221 (kept), 8 and 4 1.343 (DF11 then needs 2 CTAs per SM: 15.1 ms
+// against 12.2).
+template <int kR, int kNT>
+constexpr int NtPerWarp() {
+  if constexpr (kNT < 2) return kNT;
+  if constexpr (kNT == 8 && kR == 1) return 4;
+  return 2;
+}
+// Shared bytes: the stage buffers, or the kKSplit warps' partial sums if more.
+template <int kR, int kNT, typename Loader>
+constexpr int SharedBytes() {
+  using G = Geometry<kR>;
+  constexpr int split = kWarps / (kNT / NtPerWarp<kR, kNT>());
+  constexpr int stages = Loader::kStages * G::kStage * 2, sums = split * 8 * kNT * (G::kRows + 4) * 4;
+  return stages > sums ? stages : sums;
+}
+
 template <int kR, int kNT, typename Loader>
 __global__ void __launch_bounds__(kWarps * 32, Loader::kMinBlocks)
     TileGemmKernel(Loader ld, const uint16_t* __restrict__ x, const float* __restrict__ bias, int64_t n, int64_t k,
                    int tokens, bool accumulate, uint16_t* __restrict__ y) {
   using G = Geometry<kR>;
-  constexpr int kNtPerWarp = kNT < 2 ? kNT : 2;
+  constexpr int kNtPerWarp = NtPerWarp<kR, kNT>();
   constexpr int kNSplit = kNT / kNtPerWarp;
   constexpr int kKSplit = kWarps / kNSplit;
   constexpr int kGroupsPerWarp = G::kGroups / kKSplit;
@@ -316,7 +337,7 @@ __global__ void __launch_bounds__(kWarps * 32, Loader::kMinBlocks)
   if constexpr (Loader::kAsync) cuda::CopyAsyncWait<0>();
   __syncthreads();  // the stages are free: partial sums go there, [kKSplit][8 kNT tokens][BM + 4]
   constexpr int kRedPitch = G::kRows + 4;
-  static_assert(kKSplit * 8 * kNT * kRedPitch * 4 <= Loader::kStages * G::kStage * 2, "the partial sums fit");
+  static_assert(kKSplit * 8 * kNT * kRedPitch * 4 <= SharedBytes<kR, kNT, Loader>(), "the partial sums fit");
   float* red = reinterpret_cast<float*>(shared);
 #pragma unroll
   for (int mt = 0; mt < G::kMTiles; ++mt) {
@@ -349,7 +370,7 @@ template <int kR, int kNT, typename Loader>
 Status LaunchTile(const Loader& ld, const uint16_t* x, const float* bias, int64_t n, int64_t k, int64_t tokens,
                   bool accumulate, uint16_t* y, GpuStream stream) {
   using G = Geometry<kR>;
-  constexpr int kSharedBytes = Loader::kStages * G::kStage * 2;
+  constexpr int kSharedBytes = SharedBytes<kR, kNT, Loader>();
   auto* kernel = TileGemmKernel<kR, kNT, Loader>;
   static thread_local int sized_device = -1;  // per kernel instance: the shared-memory limit raised
   int device = 0;
@@ -372,7 +393,8 @@ Status Dispatch(int rows_per_tile, int64_t tokens, Make make, const uint16_t* x,
   auto by_tokens = [&]<int kR>(const Loader<kR>& ld) {
     if (tokens <= 8) return LaunchTile<kR, 1>(ld, x, bias, n, k, tokens, accumulate, y, stream);
     if (tokens <= 16) return LaunchTile<kR, 2>(ld, x, bias, n, k, tokens, accumulate, y, stream);
-    return LaunchTile<kR, 4>(ld, x, bias, n, k, tokens, accumulate, y, stream);
+    if (tokens <= 32) return LaunchTile<kR, 4>(ld, x, bias, n, k, tokens, accumulate, y, stream);
+    return LaunchTile<kR, 8>(ld, x, bias, n, k, tokens, accumulate, y, stream);
   };
   switch (rows_per_tile) {
     case 4:

@@ -125,6 +125,7 @@ uint64_t Engine::Impl::ResidentBudget(uint64_t batch_bytes) const {
 ModelOptions Engine::Impl::LoadOptions(const ModelSpec& spec, uint64_t max_resident_bytes) const {
   ModelOptions model_options;
   model_options.resident_bf16 = spec.resident_bf16;
+  model_options.tile_max_tokens = spec.tile_max_tokens;
   model_options.device = options.device;
   model_options.threads = options.threads;
   model_options.scratch = scratch;  // CUDA: shared; steps never overlap (one engine thread)

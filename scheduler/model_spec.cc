@@ -43,6 +43,9 @@ Status ValidateModelSpec(const ModelSpec& s) {
   if (s.kv_min_blocks < 0 || s.kv_min_blocks > kMaxKvMinBlocks) {
     return InvalidArgument("kv_min_blocks: must be in [0, 2^40], got " + std::to_string(s.kv_min_blocks));
   }
+  if (s.tile_max_tokens != 32 && s.tile_max_tokens != 64) {
+    return InvalidArgument("tile_max_tokens: must be 32 or 64, got " + std::to_string(s.tile_max_tokens));
+  }
   if (s.max_seqs < 0 || s.max_seqs > kMaxModelSeqs) {
     return InvalidArgument("max_seqs: must be in [0, 1000000], got " + std::to_string(s.max_seqs));
   }

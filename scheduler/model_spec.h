@@ -21,6 +21,7 @@ struct ModelSpec {
   int64_t max_seqs = 0;        // 0 = EngineOptions::max_seqs
   bool pinned = false;         // never demoted from the device (residency.h)
   bool resident_bf16 = false;  // a DF11 model decoded at load and held as BF16 (ModelOptions::resident_bf16)
+  int tile_max_tokens = 64;    // 32 or 64 (ModelOptions::tile_max_tokens)
 };
 
 // Bounds of the ModelSpec fields (docs/api.md, "Configuration").

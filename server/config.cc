@@ -23,7 +23,7 @@ CLI::Option* Flag(CLI::App& app, const std::string& name, T& value, const std::s
 
 StatusOr<ModelSpec> ParseModelEntry(const nlohmann::json& m, const std::string& where) {
   if (!m.is_object()) return InvalidArgument(where + ": expected an object");
-  static const std::set<std::string> kKeys = {"name", "path", "kv_share", "weight", "priority", "max_seqs", "kv_min_blocks", "pinned", "resident_bf16"};
+  static const std::set<std::string> kKeys = {"name", "path", "kv_share", "weight", "priority", "max_seqs", "kv_min_blocks", "pinned", "resident_bf16", "tile_max_tokens"};
   for (const auto& [key, value] : m.items()) {
     if (!kKeys.count(key)) return InvalidArgument(where + "." + key + ": unknown key");
   }
@@ -66,6 +66,12 @@ StatusOr<ModelSpec> ParseModelEntry(const nlohmann::json& m, const std::string& 
   if (m.contains("resident_bf16")) {
     if (!m["resident_bf16"].is_boolean()) return InvalidArgument(where + ".resident_bf16: expected true or false");
     spec.resident_bf16 = m["resident_bf16"].get<bool>();
+  }
+  if (m.contains("tile_max_tokens")) {
+    const auto& t = m["tile_max_tokens"];
+    if (!t.is_number_integer()) return InvalidArgument(where + ".tile_max_tokens: expected 32 or 64");
+    if (t != 32 && t != 64) return InvalidArgument(where + ".tile_max_tokens: must be 32 or 64, got " + t.dump());
+    spec.tile_max_tokens = t.get<int>();
   }
   if (Status valid = ValidateModelSpec(spec); !valid.ok()) return InvalidArgument(where + "." + valid.message());
   return spec;

@@ -45,8 +45,8 @@ struct ModelOptions {
   bool cuda_graphs = true;
   // kCuda, DF11: linears keep their weights as lane streams (kernels/df11_lanes.h) and run fused
   // DF11 linears, with the bits of what the BF16 model runs: the GEMV at 1-2 tokens (Gemv's),
-  // the tensor-core TileGemm at 3-32 for fixed lanes; false decodes every unit into the scratch
-  // before its GEMMs, as before.
+  // the tensor-core TileGemm from 3 to tile_max_tokens for fixed lanes; false decodes every unit
+  // into the scratch before its GEMMs, as before.
   bool df11_lanes = true;
   // How lane streams code exponents (kernels/df11_lanes_fixed.h). kAuto: 3-bit codes with escapes
   // (no lookup chain) for a matrix whose bytes so stay within 1.03x its share of the unit's
@@ -59,6 +59,13 @@ struct ModelOptions {
   // scratch, which then holds twice the largest layer unit if that is more than it held). Same
   // kernels, same bits; false decodes each unit just before its first linear.
   bool df11_prefetch = true;
+  // kCuda: the most tokens a step's linears run the tensor-core TileGemm with (a DF11 model:
+  // Df11TileGemm on fixed lanes), 32 or 64; above, cuBLAS (a DF11 model decodes into the scratch
+  // first). A DF11 model and its BF16 twin give the same bits when both load with the same value.
+  // On an H100, 8B shape, batch 64 (bench/results/model_step_h100_tile64.json): 64 makes a DF11
+  // step 16.9 ms instead of 21.1 and a BF16 step 13.0 instead of 10.3 (cuBLAS is faster than the
+  // BF16 TileGemm there); 32 keeps a BF16-only deployment's cuBLAS. Others: INVALID_ARGUMENT.
+  int tile_max_tokens = 64;
   // DF11 checkpoint: every unit is decoded once at load (on the CPU) and kept as BF16, so the model
   // holds and runs exactly as its BF16 original would (same bits, same kernels, BF16's bytes and
   // speed) from the DF11 files alone. No effect on a BF16 checkpoint.

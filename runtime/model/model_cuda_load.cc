@@ -303,7 +303,12 @@ Status Model::LoadCuda() {
   st.use_lanes = options_.df11_lanes;
   st.lane_code = options_.df11_lane_code;
   DF11_ASSIGN_OR_RETURN(st.stream, cuda::CreateStream());
+  if (options_.tile_max_tokens != 32 && options_.tile_max_tokens != 64) {
+    return InvalidArgument(checkpoint_->dir() + ": tile_max_tokens must be 32 or 64, got " +
+                           std::to_string(options_.tile_max_tokens));
+  }
   DF11_RETURN_IF_ERROR(st.gemm.Init(st.stream));
+  st.gemm.set_tile_max_tokens(options_.tile_max_tokens);
   st.scratch = options_.scratch ? options_.scratch : std::make_shared<DeviceScratch>();
   const Checkpoint& ckpt = *checkpoint_;
   st.layers.resize(layers_.size());

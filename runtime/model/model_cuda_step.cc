@@ -1,6 +1,6 @@
 // Model::StepCuda: the CUDA backend of the decoder layer (decoder_layer.h), bf16 activations.
 // One stream; the host enqueues the whole step and waits once, for the logits. DF11 linears with
-// lane streams run a fused DF11 linear up to cuda::kTileGemmMaxTokens tokens (the GEMV below
+// lane streams run a fused DF11 linear up to ModelOptions::tile_max_tokens tokens (the GEMV below
 // kTileGemmMinTokens, the tensor-core TileGemm from there for fixed lanes); otherwise DF11 units
 // decode into the scratch right before their layer; embedding rows of DF11 models decode in one launch
 // (only the step's distinct tokens).
@@ -179,10 +179,10 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
   if (w.lanes >= 0) {
     // Fused DF11 linears, each with the bits of what GemmHandle runs for the BF16 twin at these
     // tokens: the GEMV (Gemv's) below kTileGemmMinTokens, the tensor-core linear (TileGemm's) up to
-    // kTileGemmMaxTokens for fixed lanes.
+    // gemm.tile_max_tokens() for fixed lanes.
     const DeviceLanes& l = lanes[w.lanes].lanes();
     const bool gemv = tokens < cuda::kTileGemmMinTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-    if (gemv || Df11TileGemmApplies(x, l, tokens)) {
+    if (gemv || (tokens <= gemm.tile_max_tokens() && Df11TileGemmApplies(x, l, tokens))) {
       const DeviceUnit& u = units[w.unit]->buffer.unit();
       const uint8_t* sm = u.sign_mantissa + w.unit_offset;
       if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));

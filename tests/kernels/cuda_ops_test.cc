@@ -525,13 +525,13 @@ TEST(CudaOps, GemvMatchesCpuForEveryTokenCount) {
 }
 
 // TileGemm (the tensor-core linear GemmHandle runs for kTileGemmMinTokens <= T <= kTileGemmMaxTokens)
-// vs the CPU matmul: every token bucket (<= 8, 16, 32), every tile height, a bias, accumulate, K
+// vs the CPU matmul: every token bucket (<= 8, 16, 32, 64), every tile height, a bias, accumulate, K
 // not a multiple of a stage (1024 / rows_per_tile columns) nor of 32, N not a multiple of a CTA's
 // rows; the same bits twice.
 TEST(CudaOps, TileGemmMatchesCpu) {
   REQUIRE_GPU();
   for (const auto& [n, k] : {std::pair<int64_t, int64_t>{37, 264}, {96, 4096}, {1000, 1032}, {8200, 136}}) {
-    for (const int64_t tokens : {3, 8, 9, 16, 17, 32}) {
+    for (const int64_t tokens : {3, 8, 9, 16, 17, 32, 33, 64}) {
       const auto x = RandomBf16(tokens * k, 30 + tokens), w = RandomBf16(n * k, 31, 0.05f);
       const auto bias = ToFloat(RandomBf16(n, 32));
       std::vector<float> want(tokens * n);

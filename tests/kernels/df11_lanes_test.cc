@@ -408,7 +408,7 @@ TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
 TEST(Df11LanesCuda, FusedTileGemmIsTileGemmBitForBit) {
   REQUIRE_GPU();
   ExpectFusedIsTwin(
-      {3, 4, 8, 9, 16, 24, 32}, 2, 6,
+      {3, 4, 8, 9, 16, 24, 32, 33, 64}, 2, 6,
       [](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
          uint16_t* y) {
         const DeviceLanes& w = m.lanes[tiles].lanes();

@@ -140,9 +140,9 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
   EXPECT_GE(r.bf16_weight_bytes, bf16->load_report().bf16_weight_bytes);  // a tied DF11 model may hold an lm_head copy
   EXPECT_GT(r.scratch_bytes, 0u);
   ASSERT_NO_FATAL_FAILURE(ExpectSameGreedyRun(*bf16, *df11, 64));
-  // Batches: 3 and 8 sequences (on CUDA the fused DF11 tensor-core linear for fixed lanes; Huffman
-  // lanes decoded, then the same TileGemm).
-  for (int64_t seqs : {3, 8}) {
+  // Batches: 3, 8 and 64 sequences (on CUDA the fused DF11 tensor-core linear for fixed lanes, in
+  // its 8- and 64-token buckets; Huffman lanes decoded, then the same TileGemm).
+  for (int64_t seqs : {3, 8, 64}) {
     SCOPED_TRACE(std::to_string(seqs) + " sequences");
     ASSERT_NO_FATAL_FAILURE(ExpectSameBatches(*bf16, *df11, seqs, 8));
   }
@@ -154,7 +154,7 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
 
 // ModelOptions::df11_lane_code = kFixed3: every DF11 linear in fixed lanes (3-bit codes, escapes),
 // whatever its size, gives the BF16 model's bits: prefill, 64 decode steps (the fused GEMV), batches
-// of 3 and 8 (the fused tensor-core linear, Df11TileGemm).
+// of 3, 8 and 64 (the fused tensor-core linear, Df11TileGemm).
 TEST_P(LosslessTest, Df11FixedLanesGiveBitIdenticalLogits) {
   const auto& [device, preset] = GetParam();
   if (device != Device::kCuda) GTEST_SKIP() << "lane streams are a CUDA layout";
@@ -170,10 +170,31 @@ TEST_P(LosslessTest, Df11FixedLanesGiveBitIdenticalLogits) {
   EXPECT_EQ(r.fixed_lane_matrices, r.lane_matrices);
   for (const std::string& w : r.warnings) ADD_FAILURE() << w;
   ASSERT_NO_FATAL_FAILURE(ExpectSameGreedyRun(*bf16, df11, 64));
-  for (int64_t seqs : {3, 8}) {
+  for (int64_t seqs : {3, 8, 64}) {
     SCOPED_TRACE(std::to_string(seqs) + " sequences");
     ASSERT_NO_FATAL_FAILURE(ExpectSameBatches(*bf16, df11, seqs, 8));
   }
+}
+
+// ModelOptions::tile_max_tokens = 32: at 33-64 tokens both models leave the tile kernel (BF16:
+// cuBLAS; DF11: the scratch, then the same cuBLAS) and still agree bit for bit; a value other than
+// 32 or 64 is refused, naming it.
+TEST_P(LosslessTest, TileMaxTokens32KeepsTheBits) {
+  const auto& [device, preset] = GetParam();
+  if (device != Device::kCuda) GTEST_SKIP() << "tile_max_tokens picks CUDA kernels";
+  const auto [bf16_dir, df11_dir] = MakeModels(preset);
+  ModelOptions o = OptionsFor(device);
+  o.tile_max_tokens = 32;
+  auto bf16 = Model::Load(bf16_dir, o);
+  auto df11 = Model::Load(df11_dir, o);
+  ASSERT_TRUE(bf16.ok() && df11.ok()) << bf16.status().ToString() << " " << df11.status().ToString();
+  ASSERT_NO_FATAL_FAILURE(ExpectSameBatches(**bf16, **df11, 64, 4));
+  o.tile_max_tokens = 48;
+  auto bad = Model::Load(df11_dir, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("tile_max_tokens must be 32 or 64, got 48"), std::string::npos)
+      << bad.status().message();
 }
 
 // ModelOptions::resident_bf16: the DF11 directory decoded at load is the BF16 model, in bytes held

@@ -232,7 +232,8 @@ TEST(Auth, KeyFiles) {
 TEST(Config, ModelsFile) {
   auto specs = ParseModelsConfig(
       R"({"models": [{"name": "a", "path": "/x", "kv_share": 2.5, "weight": 3, "max_seqs": 8},
-                     {"name": "b", "path": "/y", "priority": 2, "pinned": true, "resident_bf16": true}]})",
+                     {"name": "b", "path": "/y", "priority": 2, "pinned": true, "resident_bf16": true,
+                      "tile_max_tokens": 32}]})",
       "cfg.json");
   ASSERT_TRUE(specs.ok()) << specs.status().ToString();
   ASSERT_EQ(specs->size(), 2u);
@@ -245,6 +246,8 @@ TEST(Config, ModelsFile) {
   EXPECT_DOUBLE_EQ((*specs)[1].kv_share, 1.0);
   EXPECT_FALSE((*specs)[0].pinned || (*specs)[0].resident_bf16);
   EXPECT_TRUE((*specs)[1].pinned && (*specs)[1].resident_bf16);
+  EXPECT_EQ((*specs)[0].tile_max_tokens, 64);
+  EXPECT_EQ((*specs)[1].tile_max_tokens, 32);
 }
 
 TEST(Config, ModelsFileErrorsNameThePlace) {
@@ -262,6 +265,10 @@ TEST(Config, ModelsFileErrorsNameThePlace) {
       {R"({"models": [{"name": "a", "path": "/x", "colour": 1}]})", "cfg.json: models[0].colour: unknown key"},
       {R"({"models": [{"name": "a", "path": "/x", "resident_bf16": 1}]})",
        "cfg.json: models[0].resident_bf16: expected true or false"},
+      {R"({"models": [{"name": "a", "path": "/x", "tile_max_tokens": 48}]})",
+       "cfg.json: models[0].tile_max_tokens: must be 32 or 64, got 48"},
+      {R"({"models": [{"name": "a", "path": "/x", "tile_max_tokens": "64"}]})",
+       "cfg.json: models[0].tile_max_tokens: expected 32 or 64"},
       {R"({"models": [{"name": "a", "path": "/x"}, {"name": "a", "path": "/y"}]})",
        "cfg.json: models[1].name: duplicate model name 'a'"},
   };
