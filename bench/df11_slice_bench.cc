@@ -151,7 +151,8 @@ int Main(int argc, char** argv) {
 
     auto decode_slice = [&](const Copy& cp, int64_t row0, int64_t rows, uint16_t* dst, cudaStream_t st) {
       const DeviceLanes l = TileSlice(cp.fixed.lanes(), row0 / rpt, (rows + rpt - 1) / rpt);
-      Check(LaunchLanesDecode(l, {}, cp.sign_mantissa.as<uint8_t>() + row0 * s.k, dst, reinterpret_cast<GpuStream>(st)));
+      Check(
+          LaunchLanesDecode(l, {}, cp.sign_mantissa.as<uint8_t>() + row0 * s.k, dst, reinterpret_cast<GpuStream>(st)));
     };
     auto bf16_sliced = [&](const Copy& cp, int64_t t, int64_t slice, uint16_t* out) {
       for (int64_t r = 0; r < s.n; r += slice) {
@@ -228,9 +229,9 @@ int Main(int argc, char** argv) {
         bf16_sliced(c[0], t, slice, y);
         CK(cudaStreamSynchronize(a));
         CK(cudaMemcpy(part.data(), y, part.size() * 2, cudaMemcpyDeviceToHost));
-        std::printf("%-13s T=%3ld slice %4ld rows (%2ld MB) | BF16 sliced %8.4f (%.3fx whole, bits %s whole)\n",
-                    s.name, static_cast<long>(t), static_cast<long>(slice), static_cast<long>(kSliceMb[si]), bs,
-                    bs / bf16, part == whole ? "same as" : "DIFFER from");
+        std::printf("%-13s T=%3ld slice %4ld rows (%2ld MB) | BF16 sliced %8.4f (%.3fx whole, bits %s whole)\n", s.name,
+                    static_cast<long>(t), static_cast<long>(slice), static_cast<long>(kSliceMb[si]), bs, bs / bf16,
+                    part == whole ? "same as" : "DIFFER from");
         for (int persist = 0; persist < 2; ++persist) {
           set_persist(persist != 0);
           double ms[2];
@@ -267,16 +268,15 @@ int Main(int argc, char** argv) {
     std::printf("  T=%ld: BF16 cuBLAS %.3f, DF11 decode all + cuBLAS %.3f (%.3fx)\n", static_cast<long>(kTokens[ti]),
                 step_bf16[ti], step_df11[ti], step_df11[ti] / step_bf16[ti]);
     for (int si = 0; si < 3; ++si) {
-      std::printf("    %2ld MB slices: BF16 %.3f (%.3fx whole); DF11 serial %.3f / %.3f persisting, overlapped %.3f / "
-                  "%.3f persisting (best %.3fx BF16 sliced, %.3fx BF16 whole)\n",
-                  static_cast<long>(kSliceMb[si]), step_bf16_sliced[ti][si], step_bf16_sliced[ti][si] / step_bf16[ti],
-                  step_serial[ti][si][0], step_serial[ti][si][1], step_overlap[ti][si][0], step_overlap[ti][si][1],
-                  std::min({step_serial[ti][si][0], step_serial[ti][si][1], step_overlap[ti][si][0],
-                            step_overlap[ti][si][1]}) /
-                      step_bf16_sliced[ti][si],
-                  std::min({step_serial[ti][si][0], step_serial[ti][si][1], step_overlap[ti][si][0],
-                            step_overlap[ti][si][1]}) /
-                      step_bf16[ti]);
+      std::printf(
+          "    %2ld MB slices: BF16 %.3f (%.3fx whole); DF11 serial %.3f / %.3f persisting, overlapped %.3f / "
+          "%.3f persisting (best %.3fx BF16 sliced, %.3fx BF16 whole)\n",
+          static_cast<long>(kSliceMb[si]), step_bf16_sliced[ti][si], step_bf16_sliced[ti][si] / step_bf16[ti],
+          step_serial[ti][si][0], step_serial[ti][si][1], step_overlap[ti][si][0], step_overlap[ti][si][1],
+          std::min({step_serial[ti][si][0], step_serial[ti][si][1], step_overlap[ti][si][0], step_overlap[ti][si][1]}) /
+              step_bf16_sliced[ti][si],
+          std::min({step_serial[ti][si][0], step_serial[ti][si][1], step_overlap[ti][si][0], step_overlap[ti][si][1]}) /
+              step_bf16[ti]);
     }
   }
   json += "\n]}\n";

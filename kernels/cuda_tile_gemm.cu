@@ -250,8 +250,10 @@ constexpr int SharedBytes() {
   return stages > sums ? stages : sums;
 }
 
-template <int kR, int kNT, typename Loader>
-__global__ void __launch_bounds__(kWarps * 32, Loader::kMinBlocks)
+// kBlocks: CTAs per SM the registers are sized for (Loader::kMinBlocks, or 3 for the BF16 loader's
+// 64-token grids that fill one wave at 3 but not at 2: LaunchTile).
+template <int kR, int kNT, typename Loader, int kBlocks = Loader::kMinBlocks>
+__global__ void __launch_bounds__(kWarps * 32, kBlocks)
     TileGemmKernel(Loader ld, const uint16_t* __restrict__ x, const float* __restrict__ bias, int64_t n, int64_t k,
                    int tokens, bool accumulate, uint16_t* __restrict__ y) {
   using G = Geometry<kR>;
@@ -366,25 +368,49 @@ __global__ void __launch_bounds__(kWarps * 32, Loader::kMinBlocks)
   }
 }
 
-template <int kR, int kNT, typename Loader>
-Status LaunchTile(const Loader& ld, const uint16_t* x, const float* bias, int64_t n, int64_t k, int64_t tokens,
-                  bool accumulate, uint16_t* y, GpuStream stream) {
-  using G = Geometry<kR>;
+template <int kR, int kNT, typename Loader, int kBlocks>
+Status LaunchKernel(const Loader& ld, const uint16_t* x, const float* bias, int64_t n, int64_t k, int64_t tokens,
+                    bool accumulate, uint16_t* y, int64_t ctas, int device, GpuStream stream) {
   constexpr int kSharedBytes = SharedBytes<kR, kNT, Loader>();
-  auto* kernel = TileGemmKernel<kR, kNT, Loader>;
+  auto* kernel = TileGemmKernel<kR, kNT, Loader, kBlocks>;
   static thread_local int sized_device = -1;  // per kernel instance: the shared-memory limit raised
-  int device = 0;
-  DF11_RETURN_IF_ERROR(cuda::CheckCuda(cudaGetDevice(&device), "cudaGetDevice"));
   if (device != sized_device) {
     DF11_RETURN_IF_ERROR(cuda::CheckCuda(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes), "TileGemmKernel"));
     sized_device = device;
   }
-  const int64_t ctas = (n + G::kRows - 1) / G::kRows;
   cuda::LaunchDependentShared(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), kSharedBytes,
                               reinterpret_cast<cudaStream_t>(stream), ld, x, bias, n, k, static_cast<int>(tokens),
                               accumulate, y);
   return cuda::CheckLaunch("TileGemmKernel");
+}
+
+// The BF16 loader at 64 tokens runs at 3 CTAs per SM (80 registers) where its grid then fits one
+// wave and did not at 2; the bits are the same (the same code, other registers). Measured on the
+// H100 (bench/results/df11_gemv_h100_bf16_minblocks3_ab.log, two runs each, 64 tokens): q|k|v
+// (384 CTAs) 0.0432-0.0444 ms against 0.0471-0.0476, gate|up (384) 0.0932-0.0935 against
+// 0.1036-0.1048; but down (256 CTAs) 0.0812-0.0813 against 0.0685-0.0694 and lm_head (2,374)
+// 0.509 against 0.472, so only such grids take it. The DF11 loader always runs at 3.
+template <int kR, int kNT, typename Loader>
+Status LaunchTile(const Loader& ld, const uint16_t* x, const float* bias, int64_t n, int64_t k, int64_t tokens,
+                  bool accumulate, uint16_t* y, GpuStream stream) {
+  using G = Geometry<kR>;
+  static thread_local int sms_device = -1, sms = 0;
+  int device = 0;
+  DF11_RETURN_IF_ERROR(cuda::CheckCuda(cudaGetDevice(&device), "cudaGetDevice"));
+  if (device != sms_device) {
+    DF11_RETURN_IF_ERROR(
+        cuda::CheckCuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
+    sms_device = device;
+  }
+  const int64_t ctas = (n + G::kRows - 1) / G::kRows;
+  if constexpr (Loader::kAsync && kNT == 8 && Loader::kMinBlocks == 2) {
+    if (ctas > 2 * int64_t{sms} && ctas <= 3 * int64_t{sms}) {
+      return LaunchKernel<kR, kNT, Loader, 3>(ld, x, bias, n, k, tokens, accumulate, y, ctas, device, stream);
+    }
+  }
+  return LaunchKernel<kR, kNT, Loader, Loader::kMinBlocks>(ld, x, bias, n, k, tokens, accumulate, y, ctas, device,
+                                                           stream);
 }
 
 template <template <int> class Loader, typename Make>

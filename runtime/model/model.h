@@ -62,9 +62,10 @@ struct ModelOptions {
   // kCuda: the most tokens a step's linears run the tensor-core TileGemm with (a DF11 model:
   // Df11TileGemm on fixed lanes), 32 or 64; above, cuBLAS (a DF11 model decodes into the scratch
   // first). A DF11 model and its BF16 twin give the same bits when both load with the same value.
-  // On an H100, 8B shape, batch 64 (bench/results/model_step_h100_tile64.json): 64 makes a DF11
-  // step 16.9 ms instead of 21.1 and a BF16 step 13.0 instead of 10.3 (cuBLAS is faster than the
-  // BF16 TileGemm there); 32 keeps a BF16-only deployment's cuBLAS. Others: INVALID_ARGUMENT.
+  // On an H100, 8B shape, batch 64 (bench/results/model_step_h100_tile64_final.json, _tile32_run*):
+  // 64 makes a DF11 step 17.0 ms instead of 21.0 and a BF16 step 12.6 instead of 10.4 (cuBLAS is
+  // faster than the BF16 TileGemm there); 32 keeps a BF16-only deployment's cuBLAS. Others:
+  // INVALID_ARGUMENT.
   int tile_max_tokens = 64;
   // DF11 checkpoint: every unit is decoded once at load (on the CPU) and kept as BF16, so the model
   // holds and runs exactly as its BF16 original would (same bits, same kernels, BF16's bytes and

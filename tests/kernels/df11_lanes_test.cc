@@ -349,12 +349,14 @@ using LinearFn = std::function<Status(const DeviceMatrix& m, int tiles, const ui
 
 // Expects fused == twin, bit for bit, on the seed architectures' linear shapes (scaled down in rows
 // where that keeps every kind of tile: rows >= 8192 take 4 rows per tile, fewer 1; a short last
-// tile), for every token count, lane variant from first_variant on, and plain, bias, accumulate.
+// tile; 6000 rows: 375 CTAs of 16 rows, a grid the BF16 TileGemm runs at 3 CTAs per SM at 64 tokens
+// on 132-SM GPUs), for every token count, lane variant from first_variant on, and plain, bias,
+// accumulate.
 void ExpectFusedIsTwin(const std::vector<int64_t>& token_counts, int first_variant, uint32_t seed, const LinearFn& twin,
                        const LinearFn& fused) {
   std::mt19937 rng(seed);
   for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
-           {1, 8}, {33, 264}, {300, 4096}, {130, 12288}, {70, 5120}, {40, 3072}, {8195, 64}, {257, 2560}}) {
+           {1, 8}, {33, 264}, {300, 4096}, {130, 12288}, {70, 5120}, {40, 3072}, {8195, 64}, {257, 2560}, {6000, 64}}) {
     const auto m =
         MakeMatrix(testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(rows + cols)), rows, cols);
     for (const int64_t tokens : token_counts) {
