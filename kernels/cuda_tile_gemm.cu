@@ -227,8 +227,6 @@ __device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// kNT: tokens in groups of 8 (mma's N), T <= 8 kNT. Grid: ceil(n / BM) CTAs of kWarps warps,
-// Loader::kStages stage buffers of dynamic shared memory.
 // Token groups per warp: the warps split T's kNT groups of 8 in kNT / kNtPerWarp sets and K in the
 // rest (kKSplit). At 64 tokens (kNT = 8) a warp of a 1-row-per-tile CTA (one m-tile) takes 4
 // groups, one of 2 or 4 rows per tile 2. Measured on the H100 (the linears of an 8B decode step
@@ -250,6 +248,8 @@ constexpr int SharedBytes() {
   return stages > sums ? stages : sums;
 }
 
+// kNT: tokens in groups of 8 (mma's N), T <= 8 kNT. Grid: ceil(n / BM) CTAs of kWarps warps,
+// SharedBytes() of dynamic shared memory (Loader::kStages stage buffers, then the partial sums).
 // kBlocks: CTAs per SM the registers are sized for (Loader::kMinBlocks, or 3 for the BF16 loader's
 // 64-token grids that fill one wave at 3 but not at 2: LaunchTile).
 template <int kR, int kNT, typename Loader, int kBlocks = Loader::kMinBlocks>
