@@ -30,24 +30,7 @@
 namespace df11 {
 namespace {
 
-struct Shape {
-  const char* name;
-  int64_t n, k;
-  int per_step;  // times a decode step runs it (36 layers, 1 lm_head)
-};
-
-constexpr Shape kShapes[] = {{"q|k|v_proj", 6144, 4096, 36},
-                             {"o_proj", 4096, 4096, 36},
-                             {"gate|up_proj", 24576, 4096, 36},
-                             {"down_proj", 4096, 12288, 36},
-                             {"lm_head", 151936, 4096, 1}};
-
-void Check(const Status& s) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "df11_gemv_bench: %s\n", s.ToString().c_str());
-    std::exit(1);
-  }
-}
+void Check(const Status& s) { CheckOk("df11_gemv_bench", s); }
 
 // One copy of a matrix in both formats on the device.
 struct Copy {
@@ -75,16 +58,17 @@ int Main(int argc, char** argv) {
   bool first_row = true;
   double step_bf16[5] = {}, step_fused[5] = {}, step_fixed[5] = {}, step_scratch[5] = {};  // per tokens, ms per step
   // The same at kTileTokens: TileGemm, cuBLAS, Df11TileGemm, fixed decode + cuBLAS.
-  // (3, 4, then each bucket's largest token count up to kTileGemmMaxTokens.)
-  constexpr int kTileBuckets = cuda::kTileGemmMaxTokens >= 64 ? 6 : 5;
+  // (3, 4, then each bucket's largest token count.)
+  constexpr int kTileBuckets = 6;
   double tile_bf16[kTileBuckets] = {}, tile_cublas[kTileBuckets] = {}, tile_df11[kTileBuckets] = {},
          tile_scratch[kTileBuckets] = {};
-  constexpr int64_t kTileTokens[6] = {3, 4, 8, 16, 32, 64};
+  constexpr int64_t kTileTokens[kTileBuckets] = {3, 4, 8, 16, 32, 64};
+  static_assert(kTileTokens[kTileBuckets - 1] == cuda::kTileGemmMaxTokens, "the last bucket's largest count");
   cuda::GemmHandle gemm;
   Check(gemm.Init(nullptr));
   std::printf("%-13s %3s | %9s %9s %9s %9s | %6s %6s %6s | %s\n", "linear", "T", "bf16 ms", "fused ms", "fixed ms",
               "scratch", "fu/bf", "fx/bf", "sc/bf", "bits");
-  for (const Shape& s : kShapes) {
+  for (const StepLinear& s : kQwen3_8bStepLinears) {
     const uint64_t n = static_cast<uint64_t>(s.n) * s.k;
     std::vector<uint16_t> host(n);
     for (uint64_t i = 0; i < n; ++i) host[i] = pool[(i + s.n) % pool.size()];

@@ -30,26 +30,10 @@
 namespace df11 {
 namespace {
 
-struct Shape {
-  const char* name;
-  int64_t n, k;
-  int per_step;
-};
-
-constexpr Shape kShapes[] = {{"q|k|v_proj", 6144, 4096, 36},
-                             {"o_proj", 4096, 4096, 36},
-                             {"gate|up_proj", 24576, 4096, 36},
-                             {"down_proj", 4096, 12288, 36},
-                             {"lm_head", 151936, 4096, 1}};
 constexpr int64_t kTokens[] = {64, 128};
 constexpr int64_t kSliceMb[] = {4, 8, 16};
 
-void Check(const Status& s) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "df11_slice_bench: %s\n", s.ToString().c_str());
-    std::exit(1);
-  }
-}
+void Check(const Status& s) { CheckOk("df11_slice_bench", s); }
 
 struct Copy {
   cuda::DeviceBuffer plain;
@@ -58,7 +42,7 @@ struct Copy {
 };
 
 // Rows per slice for about `mb` MB of BF16, a multiple of 64 rows (whole tiles).
-int64_t SliceRows(const Shape& s, int64_t mb) {
+int64_t SliceRows(const StepLinear& s, int64_t mb) {
   const int64_t rows = (mb << 20) / (2 * s.k);
   return std::max<int64_t>(64, rows / 64 * 64);
 }
@@ -106,7 +90,7 @@ int Main(int argc, char** argv) {
   // Per tokens: ms per decode step (36 layers + lm_head) of each variant; [slice size][persist].
   double step_bf16[2] = {}, step_df11[2] = {}, step_bf16_sliced[2][3] = {}, step_serial[2][3][2] = {},
          step_overlap[2][3][2] = {};
-  for (const Shape& s : kShapes) {
+  for (const StepLinear& s : kQwen3_8bStepLinears) {
     const uint64_t n = static_cast<uint64_t>(s.n) * s.k;
     std::vector<uint16_t> host(n);
     for (uint64_t i = 0; i < n; ++i) host[i] = pool[(i + s.n) % pool.size()];

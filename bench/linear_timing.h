@@ -6,12 +6,36 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "bench/cuda_check.h"
+#include "kernels/base/status.h"
 
 namespace df11 {
+
+// The linears of a Qwen3-8B decode step as the CUDA model runs them (q|k|v and gate|up stacked)
+// and its lm_head: W [n, k]; per_step: times a step runs it (36 layers, 1 lm_head).
+struct StepLinear {
+  const char* name;
+  int64_t n, k;
+  int per_step;
+};
+inline constexpr StepLinear kQwen3_8bStepLinears[] = {{"q|k|v_proj", 6144, 4096, 36},
+                                                      {"o_proj", 4096, 4096, 36},
+                                                      {"gate|up_proj", 24576, 4096, 36},
+                                                      {"down_proj", 4096, 12288, 36},
+                                                      {"lm_head", 151936, 4096, 1}};
+
+// A benchmark's call that must succeed: otherwise prints "program: status" and exits 1.
+inline void CheckOk(const char* program, const Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program, s.ToString().c_str());
+    std::exit(1);
+  }
+}
 
 // f rounded to the nearest BF16 (ties to even).
 inline uint16_t Bf16(float f) {

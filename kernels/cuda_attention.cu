@@ -423,10 +423,7 @@ __global__ void CombineKernel(BatchLayout batch, AttentionParams p, Split g, int
 int MultiprocessorCount() {
   static const int count = [] {
     int device = 0, sms = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      return 132;
-    }
+    if (!CurrentDeviceSms(&device, &sms).ok()) return 132;
     return sms;
   }();
   return count;

@@ -85,6 +85,10 @@ class GemmHandle {
   Status ReserveBias(int64_t n) { return bias_bf16_.Reserve(static_cast<uint64_t>(n) * 2, "bf16 bias"); }
 
  private:
+  // Whether Gemm and GemmBias run TileGemm for these operands (up to tile_max_tokens_ tokens).
+  bool RunsTile(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k) const {
+    return tokens <= tile_max_tokens_ && TileGemmApplies(x, w, tokens, k);
+  }
   Status LtGemmBias(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t tokens, int64_t n, int64_t k,
                     uint16_t* y, GpuStream stream, bool* done);
 

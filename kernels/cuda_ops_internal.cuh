@@ -87,6 +87,20 @@ cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, cu
   return LaunchDependentShared(kernel, grid, block, 0, stream, args...);
 }
 
+// The current device (*device) and its SM count (*sms), asked of the driver once per thread and
+// device.
+inline Status CurrentDeviceSms(int* device, int* sms) {
+  static thread_local int cached_device = -1, cached_sms = 0;
+  DF11_RETURN_IF_ERROR(CheckCuda(cudaGetDevice(device), "cudaGetDevice"));
+  if (*device != cached_device) {
+    DF11_RETURN_IF_ERROR(
+        CheckCuda(cudaDeviceGetAttribute(&cached_sms, cudaDevAttrMultiProcessorCount, *device), "SM count"));
+    cached_device = *device;
+  }
+  *sms = cached_sms;
+  return Status::Ok();
+}
+
 // A persistent grid's fit: how many blocks of a kernel every SM holds at once, asked once per
 // thread and device (a caller keeps one, function-local static thread_local, per kernel instance).
 struct PersistentFit {
@@ -98,11 +112,10 @@ struct PersistentFit {
 template <typename... Params, typename... Args>
 Status LaunchPersistent(void (*kernel)(Params...), int64_t blocks_wanted, int threads, PersistentFit& fit,
                         cudaStream_t stream, const char* what, Args... args) {
-  int current = 0;
-  DF11_RETURN_IF_ERROR(CheckCuda(cudaGetDevice(&current), "cudaGetDevice"));
+  int current = 0, sms = 0;
+  DF11_RETURN_IF_ERROR(CurrentDeviceSms(&current, &sms));
   if (current != fit.device) {
-    int sms = 0, per_sm = 0;
-    DF11_RETURN_IF_ERROR(CheckCuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, current), "SM count"));
+    int per_sm = 0;
     DF11_RETURN_IF_ERROR(CheckCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0), what));
     fit.max_blocks = per_sm * sms > 1 ? per_sm * sms : 1;
     fit.device = current;

@@ -395,16 +395,10 @@ template <int kR, int kNT, typename Loader>
 Status LaunchTile(const Loader& ld, const uint16_t* x, const float* bias, int64_t n, int64_t k, int64_t tokens,
                   bool accumulate, uint16_t* y, GpuStream stream) {
   using G = Geometry<kR>;
-  static thread_local int sms_device = -1, sms = 0;
-  int device = 0;
-  DF11_RETURN_IF_ERROR(cuda::CheckCuda(cudaGetDevice(&device), "cudaGetDevice"));
-  if (device != sms_device) {
-    DF11_RETURN_IF_ERROR(
-        cuda::CheckCuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count"));
-    sms_device = device;
-  }
+  int device = 0, sms = 0;
+  DF11_RETURN_IF_ERROR(cuda::CurrentDeviceSms(&device, &sms));
   const int64_t ctas = (n + G::kRows - 1) / G::kRows;
-  if constexpr (Loader::kAsync && kNT == 8 && Loader::kMinBlocks == 2) {
+  if constexpr (kNT == 8 && Loader::kMinBlocks == 2) {
     if (ctas > 2 * int64_t{sms} && ctas <= 3 * int64_t{sms}) {
       return LaunchKernel<kR, kNT, Loader, 3>(ld, x, bias, n, k, tokens, accumulate, y, ctas, device, stream);
     }
