@@ -1,6 +1,6 @@
 // Test helpers that run the real df11d binary (DF11D_PATH, set by tests/server/tests.cmake) on
 // 127.0.0.1 and talk to it over gRPC:
-//   - FreePort(): a TCP port that was free a moment ago;
+//   - FreePort(): a TCP port no other process will take before the daemon binds it (see there);
 //   - Daemon: fork/exec df11d with flags, stderr to a log file (printed by LogText()), Signal/Wait;
 //   - WaitHealthy / Health: grpc.health.v1 Check;
 //   - Collect(): run one Generate stream to the end (text, token ids, last message, status).
@@ -17,6 +17,7 @@
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <random>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -39,19 +41,37 @@ namespace df11::test {
 
 namespace pb = ::df11::v1;
 
+// Ports for test daemons come from below the kernel's ephemeral range (ip_local_port_range), so
+// no bind(0) and no outgoing connection of another process can take one between FreePort() and the
+// daemon's bind; a flock on /tmp/df11-test-port-<port>.lock, held until this process exits, keeps
+// test processes running side by side (ctest -j) from choosing the same one. 0 if none is found:
+// the caller's daemon then fails to start and says so.
 inline int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    addr.sin_port = 0;  // no port found: the caller's daemon fails to start and says so
+  int ephemeral_low = 32768;
+  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) range >> ephemeral_low;
+  const int low = 10000, high = std::max(low + 1000, ephemeral_low);  // [low, high)
+  std::random_device seed;
+  const int start = static_cast<int>(seed() % static_cast<unsigned>(high - low));
+  for (int i = 0; i < high - low; ++i) {
+    const int port = low + (start + i) % (high - low);
+    const std::string lock_path = "/tmp/df11-test-port-" + std::to_string(port) + ".lock";
+    const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (lock < 0) continue;
+    if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {  // another test process holds it
+      ::close(lock);
+      continue;
+    }
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    if (fd >= 0) ::close(fd);
+    if (bound) return port;  // `lock` stays open (and held) until the process exits
+    ::close(lock);
   }
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  return 0;
 }
 
 // Flags every test daemon gets (CPU, small KV, no metrics endpoint, quiet logs).

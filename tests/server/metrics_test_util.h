@@ -1,5 +1,6 @@
-// Test helpers for metrics: a minimal HTTP GET over a loopback socket and a lookup of one sample
-// in the Prometheus text exposition format.
+// Test helpers for metrics: a minimal HTTP GET over a loopback socket, a lookup of one sample
+// in the Prometheus text exposition format, and a scrape repeated until the expected samples
+// are there (counters a gRPC call moves in OnDone, after its client has seen the status).
 #pragma once
 
 #include <arpa/inet.h>
@@ -7,12 +8,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace df11::testing {
 
@@ -97,6 +101,19 @@ inline std::optional<double> SampleValue(const std::string& exposition, const st
   }
   if (matches > 1) return std::numeric_limits<double>::quiet_NaN();
   return found;
+}
+
+// Scrapes http://127.0.0.1:port/metrics every 20 ms until `done(exposition)` holds or `timeout`
+// passes; returns the last exposition either way (the caller's EXPECTs then say what is missing).
+inline std::string ScrapeUntil(int port, const std::function<bool(const std::string&)>& done,
+                               std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  std::string exposition;
+  while (true) {
+    exposition = HttpGet(port, "/metrics").value_or("");
+    if (done(exposition) || std::chrono::steady_clock::now() >= end) return exposition;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 }  // namespace df11::testing

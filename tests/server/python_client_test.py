@@ -7,7 +7,9 @@ Generate (server streaming), Tokenize, ListModels, grpc.health.v1 Check and serv
 through grpcio's generic channel methods (Debian python3-grpcio + python3-protobuf only).
 """
 import argparse
+import fcntl
 import os
+import random
 import shutil
 import signal
 import socket
@@ -19,10 +21,35 @@ import time
 import grpc
 
 
+_port_locks = []  # held until the process exits
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port below the ephemeral range, locked as tests/server/daemon_test_util.h's FreePort() does.
+
+    No bind(0) or outgoing connection of another process can take it before df11d binds it, and the
+    flock on /tmp/df11-test-port-<port>.lock keeps test processes running side by side apart.
+    """
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    low, high = 10000, max(11000, ephemeral_low)
+    start = random.randrange(high - low)
+    for i in range(high - low):
+        port = low + (start + i) % (high - low)
+        lock = open(f"/tmp/df11-test-port-{port}.lock", "a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            lock.close()
+            continue
+        _port_locks.append(lock)
+        return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def main():
