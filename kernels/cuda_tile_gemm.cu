@@ -116,7 +116,9 @@ struct Df11Loader {
   // 10.03-10.15 ms; 1 buffer, 4 CTAs 9.98 ms. 2 CTAs per SM at 16-32 tokens, where 80 registers
   // spill up to 232 bytes with 4 rows per tile (no spills at 106-112 registers), was slower:
   // 10.1-10.6 / 11.0-11.3 ms at 16 / 32 tokens against 8.8-8.9 / 10.0-10.1
-  // (bench/results/df11_gemv_h100_df11_minblocks2_ab.log).
+  // (bench/results/df11_gemv_h100_df11_minblocks2_ab.log). Two stage buffers, 1 or 4 tiles a warp,
+  // 2 CTAs per SM at 64 tokens and 4 at 3-8 tokens were all slower again (docs/df11-lanes.md, "a
+  // local optimum"; df11_gemv_h100_{df11_stages,tile_rows,df11_blocks}_ab.log).
   static constexpr bool kAsync = false;
   static constexpr int kStages = 1;
   static constexpr int kMinBlocks = 3;
