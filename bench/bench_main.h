@@ -1,11 +1,22 @@
 // RunBenchMain: a benchmark's main(): runs `main_fn`; an exception (a JSON or allocation failure)
-// becomes one line naming the program and exit status 1 instead of an abort.
+// becomes one line naming the program and exit status 1 instead of an abort. JsonPathArg: the
+// value of a benchmark's `--json OUT` flag.
 #pragma once
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 namespace df11 {
+
+// The path after `--json` in argv (the last one given), or "" when there is none.
+inline std::string JsonPathArg(int argc, char** argv) {
+  std::string path;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--json" && i + 1 < argc) path = argv[++i];
+  }
+  return path;
+}
 
 inline int RunBenchMain(const char* name, int (*main_fn)(int, char**), int argc, char** argv) {
   try {

@@ -40,19 +40,14 @@ struct Copy {
 };
 
 int Main(int argc, char** argv) {
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--json" && i + 1 < argc) json_path = argv[++i];
-  }
+  const std::string json_path = JsonPathArg(argc, argv);
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   const double roofline = ReadBandwidthBytesPerSecond();
   std::printf("GPU: %s; read roofline %.3f TB/s\n", prop.name, roofline / 1e12);
-  // A pool of random values, tiled over every matrix (period not a multiple of any row length).
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
-  std::vector<uint16_t> pool((1 << 24) + 17);
-  for (auto& v : pool) v = Bf16(dist(rng));
+  const std::vector<uint16_t> pool = WeightPool(rng, dist);
   std::string json = "{\"gpu\": \"" + std::string(prop.name) +
                      "\", \"read_roofline_tbs\": " + std::to_string(roofline / 1e12) + ", \"results\": [";
   bool first_row = true;

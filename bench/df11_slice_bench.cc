@@ -48,10 +48,7 @@ int64_t SliceRows(const StepLinear& s, int64_t mb) {
 }
 
 int Main(int argc, char** argv) {
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--json" && i + 1 < argc) json_path = argv[++i];
-  }
+  const std::string json_path = JsonPathArg(argc, argv);
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   const double roofline = ReadBandwidthBytesPerSecond();
@@ -59,8 +56,7 @@ int Main(int argc, char** argv) {
               prop.l2CacheSize >> 20, prop.persistingL2CacheMaxSize >> 20);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 0.02f);
-  std::vector<uint16_t> pool((1 << 24) + 17);
-  for (auto& v : pool) v = Bf16(dist(rng));
+  const std::vector<uint16_t> pool = WeightPool(rng, dist);
   cudaStream_t a = nullptr, b = nullptr;  // a: cuBLAS (and the timer's default stream joins it), b: decodes
   CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));

@@ -36,10 +36,7 @@ constexpr Shape kShapes[] = {{"q_proj/o_proj", 4096, 4096},
                              {"lm_head", 151936, 4096}};
 
 int Main(int argc, char** argv) {
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--json" && i + 1 < argc) json_path = argv[++i];
-  }
+  const std::string json_path = JsonPathArg(argc, argv);
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   const double roofline = ReadBandwidthBytesPerSecond();

@@ -1,5 +1,6 @@
-// Shared by the linear-layer benchmarks (gemv_bench, df11_gemv_bench): BF16 rounding of random
-// values and the median time of a call that reads a rotating copy of its weights.
+// Shared by the linear-layer benchmarks (gemv_bench, df11_gemv_bench, df11_slice_bench): the 8B
+// step's linears, BF16 rounding of random values, the pool of random weights, and the median time
+// of a call that reads a rotating copy of its weights.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "bench/cuda_check.h"
@@ -42,6 +44,14 @@ inline uint16_t Bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+// Random weights to tile over every matrix: 2^24 + 17 draws of `dist` rounded to BF16 (the period is
+// not a multiple of any row length).
+inline std::vector<uint16_t> WeightPool(std::mt19937& rng, std::normal_distribution<float>& dist) {
+  std::vector<uint16_t> pool((1 << 24) + 17);
+  for (auto& v : pool) v = Bf16(dist(rng));
+  return pool;
 }
 
 // Median milliseconds of `fn(copy)` over 30 timed calls after 3 warm-ups (CUDA events on the
