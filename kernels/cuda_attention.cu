@@ -62,6 +62,13 @@ __device__ __forceinline__ int64_t SplitKeys(int64_t span, int splits) {
 
 // K/V stages of a kernel: two (copy the next tile during this one's math) in decode mode up to
 // DP 128; one elsewhere, which keeps four prefill blocks / three DP-256 decode blocks per SM.
+// Measured against other choices on an H100 (bench/attention_bench.cc, Qwen3-8B layer shape;
+// bench/results/attention_h100_variants_ab.log): decode with 3 stages (2 blocks per SM) was 7%
+// faster at batch 64 but 9% slower at 128 and 16% at 8, with 4 stages (1 block) 23-70% slower;
+// loading the block table a tile earlier changed nothing; prefill with 2 stages (2 blocks per SM)
+// was 19% slower, with 32-key tiles (1, 2 or 3 stages) 8-18% slower. Both modes are bound by their
+// warps' instruction latency (ncu: 0.4-0.5 issued per scheduler-cycle at 10-14 resident warps per
+// SM), not by how many bytes are in flight.
 constexpr int Stages(int dp, int row_warps) { return row_warps == 1 && dp <= 128 ? 2 : 1; }
 
 // Blocks per SM the compiler must fit in registers: four prefill-mode blocks up to DP 128 (the
