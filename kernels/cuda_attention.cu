@@ -15,7 +15,8 @@
 // the keys and dims), addressed through a shared table of the tile's cache slots; decode mode with
 // DP <= 128 double-buffers them (tile t + 1 loads while tile t computes). Fragments come from shared
 // memory by ldmatrix (V transposed):
-// - prefill mode (kRowWarps = 4): 64 rows, each warp owns 16 rows and every key of a tile;
+// - prefill mode (kRowWarps = 4): 128 rows (64 for head dims above 128), each warp owns two (one)
+//   m16 row tiles and every key of a tile;
 // - decode mode (kRowWarps = 1): 16 rows, the 4 warps split each tile's keys (16 each), then merge
 //   their (max, sum, O) through shared memory in warp order.
 // Decode-mode blocks may further split a sequence's keys into `splits` ranges (flash-decoding): each
@@ -39,8 +40,16 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kTileKeys = 64;    // keys per shared-memory K/V tile; a key split is a multiple
-constexpr int kMaxRows = 64;     // query rows per prefill-mode block
+constexpr int kTileKeys = 64;  // keys per shared-memory K/V tile; a key split is a multiple
+// m16 row tiles per prefill-mode warp: two where registers allow (head dims up to 128), so every
+// K and V fragment a warp loads from shared memory feeds two mma. Measured on the H100
+// (bench/attention_bench.cc, Qwen3-8B layer; bench/results/attention_h100_mtiles_ab.log, three runs
+// each): a 2,048-token prefill 0.299-0.302 ms a layer against 0.310-0.314 with one tile (4 blocks
+// per SM then, 2 now: 253 registers), 4,096 tokens 0.879-0.890 against 0.926-0.952; with two
+// K/V stages as well (2 blocks per SM still fit) 0.301-0.302 and 0.893-0.897.
+constexpr int PrefillMTiles(int dp) { return dp <= 128 ? 2 : 1; }
+// Query rows per prefill-mode block (4 warps).
+constexpr int PrefillRows(int dp) { return 64 * PrefillMTiles(dp); }
 constexpr int kDecodeRows = 16;  // query rows per decode-mode block
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxSplitBlocks = 4096;  // blocks x splits bound of the workspace
@@ -61,20 +70,21 @@ __device__ __forceinline__ int64_t SplitKeys(int64_t span, int splits) {
 }
 
 // K/V stages of a kernel: two (copy the next tile during this one's math) in decode mode up to
-// DP 128; one elsewhere, which keeps four prefill blocks / three DP-256 decode blocks per SM.
+// DP 128; one elsewhere (three DP-256 decode blocks per SM).
 // Measured against other choices on an H100 (bench/attention_bench.cc, Qwen3-8B layer shape;
-// bench/results/attention_h100_variants_ab.log): decode with 3 stages (2 blocks per SM) was 7%
-// faster at batch 64 but 9% slower at 128 and 16% at 8, with 4 stages (1 block) 23-70% slower;
-// loading the block table a tile earlier changed nothing; prefill with 2 stages (2 blocks per SM)
-// was 19% slower, with 32-key tiles (1, 2 or 3 stages) 8-18% slower. Both modes are bound by their
+// bench/results/attention_h100_variants_ab.log, with one m16 tile per prefill warp): decode with 3
+// stages (2 blocks per SM) was 7% faster at batch 64 but 9% slower at 128 and 16% at 8, with 4
+// stages (1 block) 23-70% slower; loading the block table a tile earlier changed nothing; prefill
+// with 2 stages (2 blocks per SM then) was 19% slower, with 32-key tiles (1, 2 or 3 stages) 8-18%
+// slower; with two m16 tiles per warp, 2 stages gain nothing (PrefillMTiles). Both modes are bound by their
 // warps' instruction latency (ncu: 0.4-0.5 issued per scheduler-cycle at 10-14 resident warps per
 // SM), not by how many bytes are in flight.
 constexpr int Stages(int dp, int row_warps) { return row_warps == 1 && dp <= 128 ? 2 : 1; }
 
-// Blocks per SM the compiler must fit in registers: four prefill-mode blocks up to DP 128 (the
-// kernel is latency-bound there: at 165 registers, 12 warps per SM ran at 16% occupancy,
-// ALU-bound; 16 warps need <= 128 registers, which costs a 24-byte spill at DP 128).
-constexpr int MinBlocks(int dp, int row_warps) { return row_warps == 4 && dp <= 128 ? 4 : 1; }
+// Blocks per SM the compiler must fit in registers: two prefill-mode blocks up to DP 128, whose
+// warps hold two m16 row tiles (PrefillMTiles; with one they ran four blocks: at 165 registers,
+// 12 warps per SM had run at 16% occupancy, ALU-bound, and 16 warps needed <= 128 registers).
+constexpr int MinBlocks(int dp, int row_warps) { return row_warps == 4 && dp <= 128 ? 2 : 1; }
 
 // c += a · b on bf16 tensor cores (m16n8k16, row x col, fp32 accumulate). Fragment layout, lane =
 // 4g + t: a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..];
@@ -143,12 +153,13 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
                     uint16_t* out) {
   // The next kernel may be a Gemv that prefetches its weights meanwhile.
   AllowDependents();
-  constexpr int kRows = 16 * kRowWarps;             // query rows of the block
-  constexpr int kKeyWarps = kWarps / kRowWarps;     // warps sharing one row set
-  constexpr int kWarpKeys = kTileKeys / kKeyWarps;  // keys of a tile per warp
-  constexpr int kST = kWarpKeys / 8;                // n8 tiles of S per warp
-  constexpr int kOT = DP / 8;                       // n8 tiles of O
-  constexpr int kLd = DP + 8;                       // bf16 row stride in shared memory
+  constexpr int kMT = kRowWarps > 1 ? PrefillMTiles(DP) : 1;  // m16 row tiles per warp
+  constexpr int kRows = 16 * kMT * kRowWarps;                 // query rows of the block
+  constexpr int kKeyWarps = kWarps / kRowWarps;               // warps sharing one row set
+  constexpr int kWarpKeys = kTileKeys / kKeyWarps;            // keys of a tile per warp
+  constexpr int kST = kWarpKeys / 8;                          // n8 tiles of S per warp
+  constexpr int kOT = DP / 8;                                 // n8 tiles of O
+  constexpr int kLd = DP + 8;                                 // bf16 row stride in shared memory
   constexpr int kStages = Stages(DP, kRowWarps);
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem);                        // [kRows][kLd]
@@ -183,18 +194,22 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
     hi = min(hi, lo + per - 1);
   }
 
-  // This lane's two rows (gr and gr + 8 of the warp's 16) and their visible keys [first, last]
-  // (positions fit int32); over the warp's live rows, the keys every row sees: [all_from, all_to].
-  const int row0 = kRowWarps == 1 ? 0 : warp * 16;
-  int first[2], last[2], all_from = 0, all_to = INT_MAX;
+  // This lane's rows (gr and gr + 8 of each of the warp's m16 tiles) and their visible keys
+  // [first, last] (positions fit int32); over the warp's live rows, the keys every row sees:
+  // [all_from, all_to].
+  const int row0 = kRowWarps == 1 ? 0 : warp * 16 * kMT;
+  int first[kMT][2], last[kMT][2], all_from = 0, all_to = INT_MAX;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = row0 + gr + 8 * i;
-    last[i] = r < rows ? batch.positions[t0 + r / g.nh] : -1;
-    first[i] = p.sliding_window > 0 ? max(0, last[i] - static_cast<int>(p.sliding_window) + 1) : 0;
-    if (r < rows) {
-      all_from = max(all_from, first[i]);
-      all_to = min(all_to, last[i]);
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = row0 + 16 * mt + gr + 8 * i;
+      last[mt][i] = r < rows ? batch.positions[t0 + r / g.nh] : -1;
+      first[mt][i] = p.sliding_window > 0 ? max(0, last[mt][i] - static_cast<int>(p.sliding_window) + 1) : 0;
+      if (r < rows) {
+        all_from = max(all_from, first[mt][i]);
+        all_to = min(all_to, last[mt][i]);
+      }
     }
   }
   all_from = __reduce_max_sync(0xFFFFFFFFu, all_from);
@@ -202,9 +217,14 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
   const bool warp_live = row0 < rows;
   const int key0 = kRowWarps == 1 ? warp * kWarpKeys : 0;  // this warp's keys within a tile
   const float scale2 = p.softcap > 0 ? p.scale : p.scale * kLog2e;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[kOT][4];
+  float m[kMT][2], l[kMT][2], o[kMT][kOT][4];
 #pragma unroll
-  for (int x = 0; x < kOT; ++x) o[x][0] = o[x][1] = o[x][2] = o[x][3] = 0.0f;
+  for (int mt = 0; mt < kMT; ++mt) {
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+#pragma unroll
+    for (int x = 0; x < kOT; ++x) o[mt][x][0] = o[mt][x][1] = o[mt][x][2] = o[mt][x][3] = 0.0f;
+  }
 
   // Tiles of keys [lo + t * kTileKeys, ...]: slots of tile t in slot_s[t & 1]; with two stages tile
   // t + 1 is issued (after a barrier that also ends every read of its stage) before tile t computes.
@@ -241,40 +261,54 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
     const uint16_t* k_t = k_s + stage * kTileKeys * kLd;
     const uint16_t* v_t = v_s + stage * kTileKeys * kLd;
     if (warp_live) {
-      // S = Q K^T for the warp's 16 rows x kWarpKeys keys.
-      float s[kST][4];
+      // S = Q K^T for the warp's 16 kMT rows x kWarpKeys keys.
+      float s[kMT][kST][4];
 #pragma unroll
-      for (int n = 0; n < kST; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+        for (int n = 0; n < kST; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+      }
 #pragma unroll
       for (int c = 0; c < DP; c += 16) {
         if (c >= d) break;
-        uint32_t a[4];  // Q rows row0 .. row0 + 15, dims c .. c + 15
-        LoadMatrices<false>(a, q_s + (row0 + mr + (mi & 1) * 8) * kLd + c + (mi >> 1) * 8);
+        uint32_t a[kMT][4];  // Q rows row0 + 16 mt .. + 15, dims c .. c + 15
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          LoadMatrices<false>(a[mt], q_s + (row0 + 16 * mt + mr + (mi & 1) * 8) * kLd + c + (mi >> 1) * 8);
+        }
 #pragma unroll
         for (int n = 0; n < kST; n += 2) {  // K rows of n8 tiles n and n + 1, dims c .. c + 15
           uint32_t b[4];
           LoadMatrices<false>(b, k_t + (key0 + (n + (mi >> 1)) * 8 + mr) * kLd + c + (mi & 1) * 8);
-          Mma(s[n], a, b[0], b[1]);
-          Mma(s[n + 1], a, b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            Mma(s[mt][n], a[mt], b[0], b[1]);
+            Mma(s[mt][n + 1], a[mt], b[2], b[3]);
+          }
         }
       }
       // Scores (log2 domain), the tile's row max over the quad, the rescale of (sum, O). Only tiles
       // with keys some live row must not see (the causal edge, the window, past hi) are masked.
-      float tile_max[2] = {-INFINITY, -INFINITY};
+      float tile_max[kMT][2];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) tile_max[mt][0] = tile_max[mt][1] = -INFINITY;
       auto score = [&](auto masked) {
 #pragma unroll
-        for (int n = 0; n < kST; ++n) {
+        for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int i = e >> 1;
-            float x = s[n][e] * scale2;
-            if (p.softcap > 0) x = p.softcap * tanhf(x * (1.0f / p.softcap)) * kLog2e;
-            if constexpr (decltype(masked)::value) {
-              const int j = static_cast<int>(start) + key0 + n * 8 + 2 * tc + (e & 1);
-              if (j < first[i] || j > last[i]) x = -INFINITY;
+          for (int n = 0; n < kST; ++n) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int i = e >> 1;
+              float x = s[mt][n][e] * scale2;
+              if (p.softcap > 0) x = p.softcap * tanhf(x * (1.0f / p.softcap)) * kLog2e;
+              if constexpr (decltype(masked)::value) {
+                const int j = static_cast<int>(start) + key0 + n * 8 + 2 * tc + (e & 1);
+                if (j < first[mt][i] || j > last[mt][i]) x = -INFINITY;
+              }
+              s[mt][n][e] = x;
+              tile_max[mt][i] = fmaxf(tile_max[mt][i], x);
             }
-            s[n][e] = x;
-            tile_max[i] = fmaxf(tile_max[i], x);
           }
         }
       };
@@ -283,46 +317,60 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
       } else {
         score(std::true_type{});
       }
-      float alpha[2], m_use[2];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xFFFFFFFFu, tile_max[i], 1));
-        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xFFFFFFFFu, tile_max[i], 2));
-        const float m_new = fmaxf(m[i], tile_max[i]);
-        alpha[i] = Weight(m[i], m_new);
-        m[i] = m_new;
-        m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no visible key yet: every p is 0
-        l[i] *= alpha[i];
-      }
+      for (int mt = 0; mt < kMT; ++mt) {
+        float alpha[2], m_use[2];
 #pragma unroll
-      for (int x = 0; x < kOT; ++x) {
-        o[x][0] *= alpha[0];
-        o[x][1] *= alpha[0];
-        o[x][2] *= alpha[1];
-        o[x][3] *= alpha[1];
-      }
+        for (int i = 0; i < 2; ++i) {
+          float tm = tile_max[mt][i];
+          tm = fmaxf(tm, __shfl_xor_sync(0xFFFFFFFFu, tm, 1));
+          tm = fmaxf(tm, __shfl_xor_sync(0xFFFFFFFFu, tm, 2));
+          const float m_new = fmaxf(m[mt][i], tm);
+          alpha[i] = Weight(m[mt][i], m_new);
+          m[mt][i] = m_new;
+          m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no visible key yet: every p is 0
+          l[mt][i] *= alpha[i];
+        }
 #pragma unroll
-      for (int n = 0; n < kST; ++n) {
+        for (int x = 0; x < kOT; ++x) {
+          o[mt][x][0] *= alpha[0];
+          o[mt][x][1] *= alpha[0];
+          o[mt][x][2] *= alpha[1];
+          o[mt][x][3] *= alpha[1];
+        }
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[n][e] = exp2f(s[n][e] - m_use[e >> 1]);
-          l[e >> 1] += s[n][e];
+        for (int n = 0; n < kST; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            s[mt][n][e] = exp2f(s[mt][n][e] - m_use[e >> 1]);
+            l[mt][e >> 1] += s[mt][n][e];
+          }
         }
       }
       // O += P V: P's accumulator tiles 2k, 2k + 1 are the A fragment of keys 16k .. 16k + 15; V's
-      // B fragments of dims 8x .. 8x + 15 by one transposed ldmatrix (padded dims are zeros).
+      // B fragments of dims 8x .. 8x + 15 by one transposed ldmatrix (padded dims are zeros), each
+      // feeding every m16 tile of the warp.
 #pragma unroll
       for (int k = 0; k < kWarpKeys / 16; ++k) {
-        const uint32_t a[4] = {PackBf16(s[2 * k][0], s[2 * k][1]), PackBf16(s[2 * k][2], s[2 * k][3]),
-                               PackBf16(s[2 * k + 1][0], s[2 * k + 1][1]), PackBf16(s[2 * k + 1][2], s[2 * k + 1][3])};
+        uint32_t a[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          a[mt][0] = PackBf16(s[mt][2 * k][0], s[mt][2 * k][1]);
+          a[mt][1] = PackBf16(s[mt][2 * k][2], s[mt][2 * k][3]);
+          a[mt][2] = PackBf16(s[mt][2 * k + 1][0], s[mt][2 * k + 1][1]);
+          a[mt][3] = PackBf16(s[mt][2 * k + 1][2], s[mt][2 * k + 1][3]);
+        }
         const uint16_t* vb = v_t + (key0 + 16 * k + (mi & 1) * 8 + mr) * kLd + (mi >> 1) * 8;
 #pragma unroll
         for (int x = 0; x < kOT; x += 2) {
           if (x * 8 >= d) break;
           uint32_t b[4];
           LoadMatrices<true>(b, vb + x * 8);
-          Mma(o[x], a, b[0], b[1]);
-          Mma(o[x + 1], a, b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            Mma(o[mt][x], a[mt], b[0], b[1]);
+            Mma(o[mt][x + 1], a[mt], b[2], b[3]);
+          }
         }
       }
     }  // warp_live
@@ -336,21 +384,29 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
     }
   }
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {  // the row's sum over its quad (fixed butterfly)
-    l[i] += __shfl_xor_sync(0xFFFFFFFFu, l[i], 1);
-    l[i] += __shfl_xor_sync(0xFFFFFFFFu, l[i], 2);
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {  // the row's sum over its quad (fixed butterfly)
+      l[mt][i] += __shfl_xor_sync(0xFFFFFFFFu, l[mt][i], 1);
+      l[mt][i] += __shfl_xor_sync(0xFFFFFFFFu, l[mt][i], 2);
+    }
   }
 
   if constexpr (kRowWarps > 1) {  // prefill mode: each warp writes its rows
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = row0 + gr + 8 * i;
-      if (r >= rows) continue;
-      const float inv = 1.0f / l[i];
-      uint16_t* dst = out + q_row(r) * d + 2 * tc;
+    for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-      for (int x = 0; x < kOT; ++x) {
-        if (x * 8 < d) *reinterpret_cast<uint32_t*>(dst + x * 8) = PackBf16(o[x][2 * i] * inv, o[x][2 * i + 1] * inv);
+      for (int i = 0; i < 2; ++i) {
+        const int r = row0 + 16 * mt + gr + 8 * i;
+        if (r >= rows) continue;
+        const float inv = 1.0f / l[mt][i];
+        uint16_t* dst = out + q_row(r) * d + 2 * tc;
+#pragma unroll
+        for (int x = 0; x < kOT; ++x) {
+          if (x * 8 < d) {
+            *reinterpret_cast<uint32_t*>(dst + x * 8) = PackBf16(o[mt][x][2 * i] * inv, o[mt][x][2 * i + 1] * inv);
+          }
+        }
       }
     }
     return;
@@ -362,14 +418,14 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
     if (tc == 0) {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        ml_s[(warp * 16 + gr + 8 * i) * 2] = m[i];
-        ml_s[(warp * 16 + gr + 8 * i) * 2 + 1] = l[i];
+        ml_s[(warp * 16 + gr + 8 * i) * 2] = m[0][i];
+        ml_s[(warp * 16 + gr + 8 * i) * 2 + 1] = l[0][i];
       }
     }
 #pragma unroll
     for (int x = 0; x < kOT; ++x) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o_s[(warp * 16 + gr + 8 * (e >> 1)) * DP + x * 8 + 2 * tc + (e & 1)] = o[x][e];
+      for (int e = 0; e < 4; ++e) o_s[(warp * 16 + gr + 8 * (e >> 1)) * DP + x * 8 + 2 * tc + (e & 1)] = o[0][x][e];
     }
     __syncthreads();
     const int64_t block = (int64_t{blockIdx.x} * gridDim.y + blockIdx.y) * (gridDim.z / g.splits) + chunk;
@@ -441,7 +497,8 @@ constexpr size_t SharedBytes() {
   constexpr int kLd = DP + 8;
   constexpr int kStages = Stages(DP, kRowWarps);
   static_assert(2 * kTileKeys * kLd * 2 >= kWarps * 16 * DP * 4, "the decode merge reuses the K/V tiles");
-  return size_t{16 * kRowWarps + 2 * kStages * kTileKeys} * kLd * 2 + kWarps * 16 * 2 * 4 + 2 * kTileKeys * 4;
+  constexpr int kRows = kRowWarps > 1 ? PrefillRows(DP) : kDecodeRows;
+  return size_t{kRows + 2 * kStages * kTileKeys} * kLd * 2 + kWarps * 16 * 2 * 4 + 2 * kTileKeys * 4;
 }
 
 template <int DP, int kRowWarps>
@@ -497,9 +554,10 @@ Status LaunchFor(int64_t d, const dim3& grid, const PagedKvLayer& cache, const B
 
 int64_t AttentionWorkspaceFloats(int64_t head_dim) { return int64_t{kMaxSplitBlocks} * kDecodeRows * (head_dim + 2); }
 
-int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads) {
+int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads, int64_t head_dim) {
   const int64_t group = num_kv_heads > 0 ? num_heads / num_kv_heads : 1;
-  return group >= kMaxRows ? 1 : kMaxRows / group;
+  const int64_t rows = head_dim <= 128 ? PrefillRows(128) : PrefillRows(256);
+  return group >= rows ? 1 : rows / group;
 }
 
 Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
@@ -513,8 +571,9 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
     return InvalidArgument("PagedAttention: num_heads must be a multiple of num_kv_heads");
   }
   if (batch.num_tokens == 0) return Status::Ok();
-  if (batch.tiles == nullptr || batch.num_tiles <= 0 || batch.tile_tokens <= 0 || batch.tile_tokens > kMaxRows) {
-    return InvalidArgument("PagedAttention: the batch has no attention tiles of 1.." + std::to_string(kMaxRows) +
+  const int64_t prefill_rows = d <= 128 ? PrefillRows(128) : PrefillRows(256);
+  if (batch.tiles == nullptr || batch.num_tiles <= 0 || batch.tile_tokens <= 0 || batch.tile_tokens > prefill_rows) {
+    return InvalidArgument("PagedAttention: the batch has no attention tiles of 1.." + std::to_string(prefill_rows) +
                            " tokens (see AttentionTiles)");
   }
   if (batch.num_tiles > 0x7FFFFFFF) return InvalidArgument("PagedAttention: too many tiles");
@@ -522,7 +581,7 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
   // blocks. nh: the largest divisor of the group that fits the block's rows.
   const bool decode = batch.tile_tokens == 1;
   const int64_t group = params.num_heads / cache.num_kv_heads;
-  const int64_t max_rows = decode ? kDecodeRows : kMaxRows;
+  const int64_t max_rows = decode ? kDecodeRows : prefill_rows;
   Split g;
   for (int64_t h = 1; h <= group; ++h) {
     if (group % h == 0 && h * batch.tile_tokens <= max_rows) g.nh = static_cast<int>(h);

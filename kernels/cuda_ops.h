@@ -190,9 +190,9 @@ using PagedKvLayer = PagedKvLayerOf<uint16_t>;
 
 // Floats of BatchLayout::split_workspace PagedAttention may use for this head_dim.
 int64_t AttentionWorkspaceFloats(int64_t head_dim);
-// Tokens per attention tile (AttentionTiles) for a model: 64 query rows (token x head of one KV
-// group) per prefill block.
-int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads);
+// Tokens per attention tile (AttentionTiles) for a model: a prefill block's query rows (token x
+// head of one KV group; 128 for head dims up to 128, else 64) over the group's heads.
+int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads, int64_t head_dim);
 
 // Stores k, v [T, num_kv_heads, head_dim] bf16 into the slots of each token's position.
 // Contract: no two tokens map to the same slot.

@@ -309,7 +309,7 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   const StepBatch batch = BuildStepBatch(input, input.kv_cache->shape().block_size);
   const int64_t T = batch.num_tokens();
   if (T > 65535) return InvalidArgument("step: " + std::to_string(T) + " new tokens, at most 65535 on CUDA");
-  PackedBatch hb = Pack(batch, cuda::AttentionTileTokens(c.num_heads, c.num_kv_heads));
+  PackedBatch hb = Pack(batch, cuda::AttentionTileTokens(c.num_heads, c.num_kv_heads, c.head_dim));
   output.rows = batch.rows;
   const int64_t R = static_cast<int64_t>(output.rows.size());
   DF11_ASSIGN_OR_RETURN(const StepBuffers b, st.PrepareBuffers(c, T, R));

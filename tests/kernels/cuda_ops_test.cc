@@ -375,7 +375,8 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
     auto out = Upload(std::vector<uint16_t>(T * heads * head_dim, 0xFFFF));
     const cuda::PagedKvLayer cache{dk.as<uint16_t>(), dv.as<uint16_t>(), num_blocks, block_size, kv_heads, head_dim};
     int64_t tile_tokens = 0;
-    const auto tiles = AttentionTiles(arrays.token_seq, cuda::AttentionTileTokens(heads, kv_heads), &tile_tokens);
+    const auto tiles =
+        AttentionTiles(arrays.token_seq, cuda::AttentionTileTokens(heads, kv_heads, head_dim), &tile_tokens);
     auto dtiles = Upload(tiles);
     const BatchLayout batch{T,
                             dpos.as<int32_t>(),
@@ -416,7 +417,8 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
     split_batch.max_keys = max_keys;
     split_batch.split_workspace = workspace.as<float>();
     check_variant(split_batch, "split-KV");
-    // Decode-only batches in prefill-mode blocks (64 rows, warps own rows instead of keys).
+    // Decode-only batches in prefill-mode blocks (128 rows, 64 above head dim 128; warps own rows
+    // instead of keys).
     BatchLayout prefill_mode = batch;
     prefill_mode.tile_tokens = std::max<int64_t>(batch.tile_tokens, 2);
     check_variant(prefill_mode, "prefill-mode blocks");
@@ -438,7 +440,7 @@ TEST(CudaOps, PagedAttentionMatchesCpu) {
   // No GQA, dim 16 (lanes past the head dim idle), group of 32 heads over one KV head, dim 256.
   CheckAttention({{20, 7}, {3, 1}}, 2, 2, 16);
   CheckAttention({{40, 2}, {150, 1}}, 32, 1, 256);
-  // Qwen3-8B's heads over long contexts (many key splits); a long prefill (several 64-row blocks per
+  // Qwen3-8B's heads over long contexts (many key splits); a long prefill (several 128-row blocks per
   // sequence); head_dim 24 (padded to 64, the Mistral fixture's).
   CheckAttention({{4000, 1}, {700, 1}}, 32, 8, 128);
   CheckAttention({{0, 150}, {64, 70}}, 4, 1, 64);
