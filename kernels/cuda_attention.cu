@@ -69,22 +69,28 @@ __device__ __forceinline__ int64_t SplitKeys(int64_t span, int splits) {
   return ((span + splits - 1) / splits + kTileKeys - 1) / kTileKeys * kTileKeys;
 }
 
-// K/V stages of a kernel: two (copy the next tile during this one's math) in decode mode up to
-// DP 128; one elsewhere (three DP-256 decode blocks per SM).
-// Measured against other choices on an H100 (bench/attention_bench.cc, Qwen3-8B layer shape;
-// bench/results/attention_h100_variants_ab.log, with one m16 tile per prefill warp): decode with 3
-// stages (2 blocks per SM) was 7% faster at batch 64 but 9% slower at 128 and 16% at 8, with 4
-// stages (1 block) 23-70% slower; loading the block table a tile earlier changed nothing; prefill
-// with 2 stages (2 blocks per SM then) was 19% slower, with 32-key tiles (1, 2 or 3 stages) 8-18%
-// slower; with two m16 tiles per warp, 2 stages gain nothing (PrefillMTiles). Both modes are bound by their
-// warps' instruction latency (ncu: 0.4-0.5 issued per scheduler-cycle at 10-14 resident warps per
-// SM), not by how many bytes are in flight.
+// K/V stages of a kernel: two (copy the next tile during this one's math) in decode mode up to DP
+// 128; one elsewhere (three DP-256 decode blocks per SM). Measured against other choices on an H100
+// (bench/attention_bench.cc, Qwen3-8B layer shape; bench/results/attention_h100_variants_ab.log,
+// with one m16 tile per prefill warp): decode with 3 stages (2 blocks per SM) was 7% faster at
+// batch 64 but 9% slower at 128 and 16% at 8, with 4 stages (1 block) 23-70% slower; loading the
+// block table a tile earlier changed nothing; prefill with 2 stages (2 blocks per SM then) was 19%
+// slower, with 32-key tiles (1, 2 or 3 stages) 8-18% slower; with two m16 tiles per warp, 2 stages
+// gain nothing (PrefillMTiles). Both modes are bound by their warps' instruction latency (ncu:
+// 0.4-0.5 issued per scheduler-cycle at 10-14 resident warps per SM), not by how many bytes are in
+// flight. Fewer instructions did gain (attention_h100_rescale_ab.log: one address computation for a
+// key's K and V copies, O's rescale skipped when no row max moved, decode warps' Q fragments in
+// registers): decode at batch 64 over 512 keys 0.068-0.069 ms a layer against 0.078-0.079, at 128
+// 0.114 against 0.121-0.122, a 2,048-token prefill 0.267-0.269 against 0.299-0.300, 4,096 tokens
+// 0.783-0.792 against 0.886-0.888.
 constexpr int Stages(int dp, int row_warps) { return row_warps == 1 && dp <= 128 ? 2 : 1; }
 
 // Blocks per SM the compiler must fit in registers: two prefill-mode blocks up to DP 128, whose
 // warps hold two m16 row tiles (PrefillMTiles; with one they ran four blocks: at 165 registers,
-// 12 warps per SM had run at 16% occupancy, ALU-bound, and 16 warps needed <= 128 registers).
-constexpr int MinBlocks(int dp, int row_warps) { return row_warps == 4 && dp <= 128 ? 2 : 1; }
+// 12 warps per SM had run at 16% occupancy, ALU-bound, and 16 warps needed <= 128 registers);
+// three decode-mode blocks up to DP 128 (what their shared memory allows), whose warps keep their
+// Q fragments in registers.
+constexpr int MinBlocks(int dp, int row_warps) { return dp > 128 ? 1 : row_warps == 4 ? 2 : 3; }
 
 // c += a · b on bf16 tensor cores (m16n8k16, row x col, fp32 accumulate). Fragment layout, lane =
 // 4g + t: a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..];
@@ -129,11 +135,12 @@ __device__ __forceinline__ void LoadMatrices(uint32_t (&r)[4], const uint16_t* r
   }
 }
 
-// Starts copying the keys of `slots` (one tile) of `pool` into dst [kTileKeys][ld]: zeros for
-// slots of -1 and past head_dim.
+// Starts copying the keys and values of `slots` (one tile) into k_dst and v_dst [kTileKeys][ld]:
+// zeros for slots of -1 and past head_dim. A key's K and V rows sit at the same offset of their
+// pools, computed once for both.
 template <int DP>
-__device__ __forceinline__ void IssueTile(const uint16_t* pool, const PagedKvLayer& cache, const int32_t* slots,
-                                          int64_t kv_head, int ld, uint16_t* dst) {
+__device__ __forceinline__ void IssueTile(const PagedKvLayer& cache, const int32_t* slots, int64_t kv_head, int ld,
+                                          uint16_t* k_dst, uint16_t* v_dst) {
   const int d = static_cast<int>(cache.head_dim);
   const int64_t row = cache.num_kv_heads * cache.head_dim;
   constexpr int kChunks = DP / 8;
@@ -142,8 +149,10 @@ __device__ __forceinline__ void IssueTile(const uint16_t* pool, const PagedKvLay
     const int key = idx / kChunks, c = idx % kChunks;
     const int32_t slot = slots[key];
     const bool live = slot >= 0 && c * 8 < d;
-    const uint16_t* src = live ? pool + int64_t{slot} * row + kv_head * d + c * 8 : pool;
-    CopyAsync16(dst + key * ld + c * 8, src, live ? 16 : 0);
+    const int64_t at = live ? int64_t{slot} * row + kv_head * d + c * 8 : 0;
+    const int bytes = live ? 16 : 0;
+    CopyAsync16(k_dst + key * ld + c * 8, cache.k + at, bytes);
+    CopyAsync16(v_dst + key * ld + c * 8, cache.v + at, bytes);
   }
 }
 
@@ -229,14 +238,22 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
   // Tiles of keys [lo + t * kTileKeys, ...]: slots of tile t in slot_s[t & 1]; with two stages tile
   // t + 1 is issued (after a barrier that also ends every read of its stage) before tile t computes.
   const int64_t tiles = hi >= lo ? (hi - lo) / kTileKeys + 1 : 0;
+  const int mi = lane >> 3, mr = lane & 7;  // ldmatrix: this lane addresses row mr of matrix mi
+  // Decode mode up to DP 128: the warp's Q fragments (the block's 16 rows, every dim) stay in
+  // registers for every tile instead of coming from shared memory each time.
+  constexpr bool kQInRegisters = kRowWarps == 1 && DP <= 128;
+  uint32_t q_frag[kQInRegisters ? DP / 16 : 1][4];
   if (tiles > 0) {
     FillSlots(cache, table, lo, hi, slot_s);
     __syncthreads();
-    IssueTile<DP>(cache.k, cache, slot_s, kv_head, kLd, k_s);
-    IssueTile<DP>(cache.v, cache, slot_s, kv_head, kLd, v_s);
+    IssueTile<DP>(cache, slot_s, kv_head, kLd, k_s, v_s);
     CopyAsyncCommit();
+    if constexpr (kQInRegisters) {
+#pragma unroll
+      for (int c = 0; c < DP; c += 16)
+        LoadMatrices<false>(q_frag[c / 16], q_s + (mr + (mi & 1) * 8) * kLd + c + (mi >> 1) * 8);
+    }
   }
-  const int mi = lane >> 3, mr = lane & 7;  // ldmatrix: this lane addresses row mr of matrix mi
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t start = lo + t * kTileKeys;
     const bool more = t + 1 < tiles;
@@ -247,8 +264,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
       __syncthreads();
       if (more) {
         const int64_t next = (t + 1) & 1;
-        IssueTile<DP>(cache.k, cache, next_slots, kv_head, kLd, k_s + next * kTileKeys * kLd);
-        IssueTile<DP>(cache.v, cache, next_slots, kv_head, kLd, v_s + next * kTileKeys * kLd);
+        IssueTile<DP>(cache, next_slots, kv_head, kLd, k_s + next * kTileKeys * kLd, v_s + next * kTileKeys * kLd);
         CopyAsyncCommit();
         CopyAsyncWait<1>();
       } else {
@@ -274,7 +290,12 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
         uint32_t a[kMT][4];  // Q rows row0 + 16 mt .. + 15, dims c .. c + 15
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          LoadMatrices<false>(a[mt], q_s + (row0 + 16 * mt + mr + (mi & 1) * 8) * kLd + c + (mi >> 1) * 8);
+          if constexpr (kQInRegisters) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) a[mt][j] = q_frag[c / 16][j];
+          } else {
+            LoadMatrices<false>(a[mt], q_s + (row0 + 16 * mt + mr + (mi & 1) * 8) * kLd + c + (mi >> 1) * 8);
+          }
         }
 #pragma unroll
         for (int n = 0; n < kST; n += 2) {  // K rows of n8 tiles n and n + 1, dims c .. c + 15
@@ -331,12 +352,16 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
           m_use[i] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no visible key yet: every p is 0
           l[mt][i] *= alpha[i];
         }
+        // O's rescale, skipped when no row of the warp's tile got a new max (every alpha is exactly
+        // 1: the same bits), as is usual once a row has seen its largest scores.
+        if (!__all_sync(0xFFFFFFFFu, alpha[0] == 1.0f && alpha[1] == 1.0f)) {
 #pragma unroll
-        for (int x = 0; x < kOT; ++x) {
-          o[mt][x][0] *= alpha[0];
-          o[mt][x][1] *= alpha[0];
-          o[mt][x][2] *= alpha[1];
-          o[mt][x][3] *= alpha[1];
+          for (int x = 0; x < kOT; ++x) {
+            o[mt][x][0] *= alpha[0];
+            o[mt][x][1] *= alpha[0];
+            o[mt][x][2] *= alpha[1];
+            o[mt][x][3] *= alpha[1];
+          }
         }
 #pragma unroll
         for (int n = 0; n < kST; ++n) {
@@ -377,8 +402,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
     if constexpr (kStages == 1) {
       __syncthreads();  // every read of the stage done
       if (more) {
-        IssueTile<DP>(cache.k, cache, next_slots, kv_head, kLd, k_s);
-        IssueTile<DP>(cache.v, cache, next_slots, kv_head, kLd, v_s);
+        IssueTile<DP>(cache, next_slots, kv_head, kLd, k_s, v_s);
         CopyAsyncCommit();
       }
     }
