@@ -82,7 +82,9 @@ __device__ __forceinline__ int64_t SplitKeys(int64_t span, int splits) {
 // key's K and V copies, O's rescale skipped when no row max moved, decode warps' Q fragments in
 // registers): decode at batch 64 over 512 keys 0.068-0.069 ms a layer against 0.078-0.079, at 128
 // 0.114 against 0.121-0.122, a 2,048-token prefill 0.267-0.269 against 0.299-0.300, 4,096 tokens
-// 0.783-0.792 against 0.886-0.888.
+// 0.783-0.792 against 0.886-0.888. Packing P by one cvt.rn.bf16x2.f32 and folding the scale into
+// the exponent's FMA gained nothing measurable (attention_h100_softmax_ab.log: prefill 0.266-0.268
+// ms against 0.269-0.272).
 constexpr int Stages(int dp, int row_warps) { return row_warps == 1 && dp <= 128 ? 2 : 1; }
 
 // Blocks per SM the compiler must fit in registers: two prefill-mode blocks up to DP 128, whose
