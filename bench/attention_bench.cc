@@ -192,6 +192,7 @@ int Main(int argc, char** argv) {
               static_cast<long long>(kHeadDim));
   std::mt19937 rng(1);
   std::vector<Case> cases;
+  cases.reserve(batches.size() + 1);
   for (int64_t b : batches) {
     cases.push_back(Run("decode", std::vector<int64_t>(b, context), std::vector<int64_t>(b, 1), reps, roofline, rng));
   }
