@@ -193,7 +193,7 @@ struct Df11Loader {
     }
     return f;
   }
-  template <bool kChecked>
+  template <bool kChecked, bool kSkipRefills = false>
   __device__ __forceinline__ void Store(State& st, const Fetched& f, uint16_t* stage, int64_t s) const {
 #pragma unroll
     for (int p = 0; p < kTilesPerWarp; ++p) {
@@ -206,11 +206,25 @@ struct Df11Loader {
         q.limit = tl.limit;
         q.rare = tl.rare_base;
         fixed_lanes::StartBlock(b, st.lane, tl.has_rare, tl.block_nibble, tl.rare_base, q);
+        // The block's four entries; with kSkipRefills (the kernel's 1-2 token groups), without the
+        // queue's refill checks when every lane's escapes are already queued (almost every
+        // block), which drops a divergent branch per entry. Measured on the H100
+        // (bench/results/df11_gemv_h100_skip_refills_ab.log, three runs each, linears of an 8B
+        // step): 3 / 8 / 16 tokens 7.75-7.89 / 7.81-8.00 / 8.62-8.75 ms against 7.99-8.13 /
+        // 8.10-8.15 / 8.79-8.86; at 32-64 tokens the second copy of the entries spilled more (r = 4,
+        // 64 tokens: 360 bytes against 248) and lost 2%, so it stays off there.
+        auto entries = [&](auto refill) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const uint4 v = fixed_lanes::EntryWords(b, i, q, st.t, w);
-          StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane,
-                         !kChecked || b.ok[i] ? v : make_uint4(0, 0, 0, 0));
+          for (int i = 0; i < 4; ++i) {
+            const uint4 v = fixed_lanes::EntryWords<decltype(refill)::value>(b, i, q, st.t, w);
+            StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane,
+                           !kChecked || b.ok[i] ? v : make_uint4(0, 0, 0, 0));
+          }
+        };
+        if (!kSkipRefills || fixed_lanes::NeedsRefill(b, q)) {
+          entries(std::true_type{});
+        } else {
+          entries(std::false_type{});
         }
       } else {
 #pragma unroll
@@ -300,7 +314,7 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocks)
         if (next < stages) ld.template Issue<kChecked>(st, shared + (next % Loader::kStages) * G::kStage, next);
         cuda::CopyAsyncCommit();
       } else {
-        ld.template Store<kChecked>(st, ld.template Fetch<kChecked>(st, s), stage, s);
+        ld.template Store<kChecked, kNT <= 2>(st, ld.template Fetch<kChecked>(st, s), stage, s);
         __syncthreads();
       }
 #pragma unroll

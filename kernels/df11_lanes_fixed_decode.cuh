@@ -55,8 +55,10 @@ __device__ __forceinline__ void Refill(EscapeQueue& q) {
   q.left = 16 - q.next % 8;
 }
 
+// kRefill = false: the caller knows the queue holds every nibble it will pop (see EntryWords).
+template <bool kRefill = true>
 __device__ __forceinline__ uint32_t PopNibble(EscapeQueue& q) {
-  if (q.left == 0) Refill(q);
+  if (kRefill && q.left == 0) Refill(q);
   const uint32_t v = static_cast<uint32_t>(q.queue) & 15u;
   q.queue >>= 4;
   --q.left;
@@ -105,6 +107,7 @@ __device__ __forceinline__ void EscapeBytes(uint32_t v, bool take, EscapeQueue& 
 // in through the tables' slot 7, so every escaped element first gets its exponent without a loop
 // or a branch; an entry with more escapes then rewrites those after the first, one by one.
 // Divergent only there: no warp-wide operation. The queue holds the entry's first nibble.
+template <bool kRefill = true>
 __device__ __forceinline__ void DecodeEntry(uint32_t v, uint32_t m, uint32_t (&hi)[2], uint32_t (&lo)[2],
                                             EscapeQueue& q, const Tables& t, const DeviceLanes& w) {
   const bool any = m != 0;
@@ -121,7 +124,7 @@ __device__ __forceinline__ void DecodeEntry(uint32_t v, uint32_t m, uint32_t (&h
   lo[1] = __byte_perm(t.lo0, tl1, v >> 16);
   for (m &= m - 1; m != 0; m &= m - 1) {  // escapes after the first
     uint32_t h, l;
-    EscapeBytes(PopNibble(q), true, q, t, w, h, l);
+    EscapeBytes(PopNibble<kRefill>(q), true, q, t, w, h, l);
     const uint32_t bit = __ffs(m) - 1;       // 4k
     const uint32_t shift = 2 * (bit & 12u);  // 8 (k % 4)
     const uint32_t keep = ~(0xffu << shift);
@@ -133,7 +136,7 @@ __device__ __forceinline__ void DecodeEntry(uint32_t v, uint32_t m, uint32_t (&h
       lo[1] = (lo[1] & keep) | l << shift;
     }
   }
-  if (q.left == 0) Refill(q);  // the next entry's first nibble (rare: > 9 escapes in a block)
+  if (kRefill && q.left == 0) Refill(q);  // the next entry's first nibble (rare: > 9 escapes in a block)
 }
 
 // One block of a lane as loaded: its 3 code words and its entries' sign_mantissa bytes.
@@ -207,10 +210,19 @@ __device__ __forceinline__ void StartBlock(const BlockCodes& b, int lane, bool h
 
 // Entry i of the block as 8 BF16 words (call for i = 0..3 in order after StartBlock, each once: the
 // escapes are consumed in that order). An entry that is not ok gives words no caller may use.
+// Whether any lane of the warp has more escapes in the block than StartBlock queued (9 to 16), so
+// its entries must refill mid-block (every lane calls it; the same answer for all).
+__device__ __forceinline__ bool NeedsRefill(const BlockCodes& b, const EscapeQueue& q) {
+  return __any_sync(0xffffffffu, b.n > q.left);
+}
+
+// kRefill = false skips the queue's refill checks: only when the lane's escapes in the block (b.n)
+// fit the nibbles StartBlock loaded (q.left), which a warp can check once per block (NeedsRefill).
+template <bool kRefill = true>
 __device__ __forceinline__ uint4 EntryWords(const BlockCodes& b, int i, EscapeQueue& q, const Tables& t,
                                             const DeviceLanes& w) {
   uint32_t hi[2], lo[2];
-  DecodeEntry(b.sel[i], b.m[i], hi, lo, q, t, w);
+  DecodeEntry<kRefill>(b.sel[i], b.m[i], hi, lo, q, t, w);
   const uint32_t h0 = hi[0] | (b.s[i].x & 0x80808080u), l0 = lo[0] | (b.s[i].x & 0x7f7f7f7fu);
   const uint32_t h1 = hi[1] | (b.s[i].y & 0x80808080u), l1 = lo[1] | (b.s[i].y & 0x7f7f7f7fu);
   return make_uint4(__byte_perm(l0, h0, 0x5140), __byte_perm(l0, h0, 0x7362), __byte_perm(l1, h1, 0x5140),
