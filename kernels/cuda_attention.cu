@@ -582,7 +582,7 @@ int64_t AttentionWorkspaceFloats(int64_t head_dim) { return int64_t{kMaxSplitBlo
 
 int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads, int64_t head_dim) {
   const int64_t group = num_kv_heads > 0 ? num_heads / num_kv_heads : 1;
-  const int64_t rows = head_dim <= 128 ? PrefillRows(128) : PrefillRows(256);
+  const int64_t rows = PrefillRows(static_cast<int>(std::min<int64_t>(head_dim, kMaxHeadDim)));
   return group >= rows ? 1 : rows / group;
 }
 
@@ -597,7 +597,7 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
     return InvalidArgument("PagedAttention: num_heads must be a multiple of num_kv_heads");
   }
   if (batch.num_tokens == 0) return Status::Ok();
-  const int64_t prefill_rows = d <= 128 ? PrefillRows(128) : PrefillRows(256);
+  const int64_t prefill_rows = PrefillRows(static_cast<int>(d));
   if (batch.tiles == nullptr || batch.num_tiles <= 0 || batch.tile_tokens <= 0 || batch.tile_tokens > prefill_rows) {
     return InvalidArgument("PagedAttention: the batch has no attention tiles of 1.." + std::to_string(prefill_rows) +
                            " tokens (see AttentionTiles)");

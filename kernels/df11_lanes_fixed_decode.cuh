@@ -208,14 +208,14 @@ __device__ __forceinline__ void StartBlock(const BlockCodes& b, int lane, bool h
   }
 }
 
-// Entry i of the block as 8 BF16 words (call for i = 0..3 in order after StartBlock, each once: the
-// escapes are consumed in that order). An entry that is not ok gives words no caller may use.
 // Whether any lane of the warp has more escapes in the block than StartBlock queued (9 to 16), so
 // its entries must refill mid-block (every lane calls it; the same answer for all).
 __device__ __forceinline__ bool NeedsRefill(const BlockCodes& b, const EscapeQueue& q) {
   return __any_sync(0xffffffffu, b.n > q.left);
 }
 
+// Entry i of the block as 8 BF16 words (call for i = 0..3 in order after StartBlock, each once: the
+// escapes are consumed in that order). An entry that is not ok gives words no caller may use.
 // kRefill = false skips the queue's refill checks: only when the lane's escapes in the block (b.n)
 // fit the nibbles StartBlock loaded (q.left), which a warp can check once per block (NeedsRefill).
 template <bool kRefill = true>
