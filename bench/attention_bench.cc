@@ -79,7 +79,7 @@ Case Run(const std::string& name, const std::vector<int64_t>& cached, const std:
   const int64_t tokens = arrays.num_tokens();
   const bool decode = std::all_of(fresh.begin(), fresh.end(), [](int64_t f) { return f == 1; });
   int64_t tile_tokens = decode ? 1 : cuda::AttentionTileTokens(kHeads, kKvHeads, kHeadDim), max_count = 0;
-  const std::vector<int32_t> tiles = AttentionTiles(arrays.token_seq, tile_tokens, &max_count);
+  const std::vector<int32_t> tiles = AttentionTiles(arrays.token_seq, arrays.positions, tile_tokens, &max_count);
   int64_t rounded = 1;
   while (rounded < max_keys) rounded *= 2;
 

@@ -47,11 +47,14 @@ struct BatchArrays {
   BatchLayout HostLayout() const;
 };
 
-// The attention tiles of a batch from its token -> sequence map: runs of consecutive tokens of one
-// sequence, at most tile_tokens each, as pairs {first token, count}; *max_count (if given) gets the
-// largest count.
-std::vector<int32_t> AttentionTiles(std::span<const int32_t> token_seq, int64_t tile_tokens,
-                                    int64_t* max_count = nullptr);
+// The attention tiles of a batch from its token -> sequence and token -> position maps: runs of
+// consecutive tokens of one sequence, at most tile_tokens each, as pairs {first token, count};
+// *max_count (if given) gets the largest count. Ordered by the position of the run's last token,
+// largest first (ties in token order): a tile's attention work grows with its keys, and the CUDA
+// kernel starts tiles in this order, so the longest start first and the last wave holds the
+// shortest (a causal prefill's tiles otherwise end on its longest, one KV head after another).
+std::vector<int32_t> AttentionTiles(std::span<const int32_t> token_seq, std::span<const int32_t> positions,
+                                    int64_t tile_tokens, int64_t* max_count = nullptr);
 
 // A layer of the paged KV cache: K and V pools [num_blocks, block_size, num_kv_heads, head_dim] of
 // `Element` (fp32 on the CPU, bf16 words on CUDA). Position p of a sequence lives in block

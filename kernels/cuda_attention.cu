@@ -8,7 +8,8 @@
 // accumulation, out = bf16(O / sum).
 //
 // Work split: a block takes one tile of consecutive tokens of one sequence (host-built, see
-// AttentionTiles) and `nh` query heads of one KV group: rows = tile tokens x nh (row r = token
+// AttentionTiles: longest keys first; blocks read the grid tile-major, so they start in that
+// order) and `nh` query heads of one KV group: rows = tile tokens x nh (row r = token
 // r / nh, head r % nh), so K/V tiles loaded once into shared memory serve every query head of the
 // group (GQA) and every token of the tile. 4 warps, 64-key K/V tiles, head dims padded with zeros to
 // the kernel's DP (64, 128 or 256). K/V tiles arrive by cp.async (16-byte copies, zero-filled past
@@ -84,7 +85,10 @@ __device__ __forceinline__ int64_t SplitKeys(int64_t span, int splits) {
 // 0.114 against 0.121-0.122, a 2,048-token prefill 0.267-0.269 against 0.299-0.300, 4,096 tokens
 // 0.783-0.792 against 0.886-0.888. Packing P by one cvt.rn.bf16x2.f32 and folding the scale into
 // the exponent's FMA gained nothing measurable (attention_h100_softmax_ab.log: prefill 0.266-0.268
-// ms against 0.269-0.272).
+// ms against 0.269-0.272). Starting tiles longest first, each tile's KV heads together, balances a
+// causal prefill's waves (before, the grid's last blocks were the last KV head's longest tiles):
+// 2,048 tokens 0.181-0.182 ms a layer against 0.270-0.272, 4,096 tokens 0.632-0.636 against
+// 0.789-0.796; decode unchanged (attention_h100_lpt_ab.log, three runs each, alternating).
 constexpr int Stages(int dp, int row_warps) { return row_warps == 1 && dp <= 128 ? 2 : 1; }
 
 // Blocks per SM the compiler must fit in registers: two prefill-mode blocks up to DP 128, whose
@@ -181,8 +185,11 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
 
   const int d = static_cast<int>(cache.head_dim);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gr = lane >> 2, tc = lane & 3;
-  const int64_t t0 = batch.tiles[2 * blockIdx.x], n_tok = batch.tiles[2 * blockIdx.x + 1];
-  const int64_t kv_head = blockIdx.y;
+  // Blocks start in the order of (x, y); read tile-major, so a tile's KV heads start together and
+  // the tiles, longest first (AttentionTiles), start in the order of their work.
+  const int64_t order = blockIdx.x + int64_t{gridDim.x} * blockIdx.y;
+  const int64_t tile = order / gridDim.y, kv_head = order % gridDim.y;
+  const int64_t t0 = batch.tiles[2 * tile], n_tok = batch.tiles[2 * tile + 1];
   const int64_t group = p.num_heads / cache.num_kv_heads;
   const int chunk = blockIdx.z / g.splits, split = blockIdx.z % g.splits;
   const int64_t head0 = kv_head * group + int64_t{chunk} * g.nh;
@@ -454,7 +461,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
       for (int e = 0; e < 4; ++e) o_s[(warp * 16 + gr + 8 * (e >> 1)) * DP + x * 8 + 2 * tc + (e & 1)] = o[0][x][e];
     }
     __syncthreads();
-    const int64_t block = (int64_t{blockIdx.x} * gridDim.y + blockIdx.y) * (gridDim.z / g.splits) + chunk;
+    const int64_t block = (tile * gridDim.y + kv_head) * (gridDim.z / g.splits) + chunk;
     float* part = g.splits > 1 ? g.workspace + (block * g.splits + split) * kDecodeRows * (2 + d) : nullptr;
     for (int idx = threadIdx.x; idx < rows * d; idx += kThreads) {
       const int r = idx / d, dim = idx % d;

@@ -67,7 +67,7 @@ PackedBatch Pack(const StepBatch& batch, int64_t tile_tokens) {
   p.token_seq = append(a.token_seq);
   p.table_begin = append(a.table_begin);
   p.rows = append(batch.row_tokens);
-  const std::vector<int32_t> tiles = AttentionTiles(a.token_seq, tile_tokens, &p.tile_tokens);
+  const std::vector<int32_t> tiles = AttentionTiles(a.token_seq, a.positions, tile_tokens, &p.tile_tokens);
   p.num_tiles = tiles.size() / 2;
   p.tiles = append(tiles);
   // Last: the only array whose length changes between decode steps of one batch (CUDA graphs

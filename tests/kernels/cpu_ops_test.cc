@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/batch_layout.h"
+
 namespace df11::cpu {
 namespace {
 
@@ -221,6 +223,25 @@ TEST_P(PagedAttentionTest, MatchesContiguousReference) {
 INSTANTIATE_TEST_SUITE_P(Variants, PagedAttentionTest,
                          ::testing::Values(AttentionCase{0, 0.0f}, AttentionCase{3, 0.0f}, AttentionCase{0, 1.5f},
                                            AttentionCase{5, 2.0f}));
+
+// Tiles of a ragged batch, worked by hand: sequence 0 has 5 new tokens at positions 3..7, sequence 1
+// a decode at 20, sequence 2 three tokens at 0..2; tiles of at most 2 tokens. Runs in token order:
+// {0,2} (last position 4), {2,2} (6), {4,1} (7), {5,1} (20), {6,2} (1), {8,1} (2); longest keys first.
+TEST(AttentionTiles, RunsOfOneSequenceLongestFirst) {
+  BatchArrays a;
+  const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5};
+  a.AddSequence(3, 5, table, 4);
+  a.AddSequence(20, 1, table, 4);
+  a.AddSequence(0, 3, table, 4);
+  int64_t max_count = -1;
+  EXPECT_EQ(AttentionTiles(a.token_seq, a.positions, 2, &max_count),
+            (std::vector<int32_t>{5, 1, 4, 1, 2, 2, 0, 2, 8, 1, 6, 2}));
+  EXPECT_EQ(max_count, 2);
+  // Equal last positions keep token order (decode batches of one length launch as before).
+  BatchArrays b;
+  for (int s = 0; s < 3; ++s) b.AddSequence(9, 1, table, 4);
+  EXPECT_EQ(AttentionTiles(b.token_seq, b.positions, 1), (std::vector<int32_t>{0, 1, 1, 1, 2, 1}));
+}
 
 }  // namespace
 }  // namespace df11::cpu

@@ -375,8 +375,8 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
     auto out = Upload(std::vector<uint16_t>(T * heads * head_dim, 0xFFFF));
     const cuda::PagedKvLayer cache{dk.as<uint16_t>(), dv.as<uint16_t>(), num_blocks, block_size, kv_heads, head_dim};
     int64_t tile_tokens = 0;
-    const auto tiles =
-        AttentionTiles(arrays.token_seq, cuda::AttentionTileTokens(heads, kv_heads, head_dim), &tile_tokens);
+    const auto tiles = AttentionTiles(arrays.token_seq, arrays.positions,
+                                      cuda::AttentionTileTokens(heads, kv_heads, head_dim), &tile_tokens);
     auto dtiles = Upload(tiles);
     const BatchLayout batch{T,
                             dpos.as<int32_t>(),
