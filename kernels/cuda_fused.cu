@@ -18,21 +18,32 @@ constexpr int kItemWarps = 4;  // PrepareAttention: warps (head vectors) per blo
 cudaStream_t S(GpuStream s) { return reinterpret_cast<cudaStream_t>(s); }
 
 // hidden = bf16(hidden + y), then normed = RmsNormKernel's output for the new hidden: the same
-// per-thread sums (ThreadsFor(dim) threads, strided) and FinishRmsNorm.
+// per-thread sums (ThreadsFor(dim) threads, strided) and FinishRmsNorm, in chunks (RowChunk).
+template <int kChunk>
 __global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const float* w, int64_t dim, float eps,
                                  bool add_one, uint16_t* normed) {
   AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
   uint16_t* row = hidden + blockIdx.x * dim;
   const uint16_t* add = y + blockIdx.x * dim;
   uint16_t* dst = normed + blockIdx.x * dim;
+  const int n = static_cast<int>(dim), tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   float sum = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const uint16_t h = FloatToBf16(Bf16ToFloat(row[i]) + Bf16ToFloat(add[i]));
-    row[i] = h;
-    const float v = Bf16ToFloat(h);
-    sum += v * v;
+  for (int base = tid; base < n; base += kChunk * nt) {
+    uint16_t a[kChunk], b[kChunk];
+    LoadChunk(a, static_cast<const uint16_t*>(row), base, nt, n);
+    LoadChunk(b, add, base, nt, n);
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) {
+      const int i = base + k * nt;
+      if (i < n) {
+        const uint16_t h = FloatToBf16(Bf16ToFloat(a[k]) + Bf16ToFloat(b[k]));
+        row[i] = h;
+        const float v = Bf16ToFloat(h);
+        sum += v * v;
+      }
+    }
   }
-  FinishRmsNorm(sum, row, w, dim, eps, add_one, dst);
+  FinishRmsNormChunked<kChunk>(sum, row, w, dim, eps, add_one, dst);
 }
 
 // One warp per head vector: item i of token blockIdx.x is q head i (i < num_heads), then k heads,
@@ -47,7 +58,28 @@ __global__ void __launch_bounds__(32 * kItemWarps)
   __shared__ float rope_cos[kMaxHeadDim / 2], rope_sin[kMaxHeadDim / 2];  // the token's, bf16-rounded
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.x, kv_heads = cache.num_kv_heads;
+  // The warp's head vector is loaded first, so that its load overlaps the rope table's sincosf.
+  const int64_t item = int64_t{blockIdx.y} * kItemWarps + warp;
+  const bool live = item < num_heads + 2 * kv_heads;
+  const int d = static_cast<int>(cache.head_dim);
+  const int kind = item < num_heads ? 0 : item < num_heads + kv_heads ? 1 : 2;  // q, k, v
+  const int64_t head = kind == 0 ? item : kind == 1 ? item - num_heads : item - num_heads - kv_heads;
+  const uint16_t* in = kind == 0   ? src.q + t * src.q_stride + head * d
+                       : kind == 1 ? src.k + t * src.kv_stride + head * d
+                                   : src.v + t * src.kv_stride + head * d;
+  uint16_t x[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    x[j] = live && e < d ? in[e] : 0;
+  }
+  // So is a k or v vector's cache slot (three dependent loads).
   const int32_t pos = batch.positions[t];
+  int64_t slot = 0;
+  if (live && kind != 0) {
+    const int64_t block = batch.tables[batch.table_begin[batch.token_seq[t]] + pos / cache.block_size];
+    slot = block * cache.block_size + pos % cache.block_size;
+  }
   const int64_t rope_half = p.rotary_dim / 2;
   for (int64_t i = threadIdx.x; i < rope_half; i += blockDim.x) {  // once per block, not per head
     float s, c;
@@ -56,28 +88,9 @@ __global__ void __launch_bounds__(32 * kItemWarps)
     rope_sin[i] = RoundBf16(s);
   }
   __syncthreads();
-  const int64_t item = int64_t{blockIdx.y} * kItemWarps + warp;
-  if (item >= num_heads + 2 * kv_heads) return;
-  const int d = static_cast<int>(cache.head_dim);
-  const int kind = item < num_heads ? 0 : item < num_heads + kv_heads ? 1 : 2;  // q, k, v
-  const int64_t head = kind == 0 ? item : kind == 1 ? item - num_heads : item - num_heads - kv_heads;
-  const uint16_t* in = kind == 0   ? src.q + t * src.q_stride + head * d
-                       : kind == 1 ? src.k + t * src.kv_stride + head * d
-                                   : src.v + t * src.kv_stride + head * d;
-  uint16_t* out;
-  if (kind == 0) {
-    out = q_out + (t * num_heads + head) * d;
-  } else {
-    const int64_t block = batch.tables[batch.table_begin[batch.token_seq[t]] + pos / cache.block_size];
-    const int64_t slot = block * cache.block_size + pos % cache.block_size;
-    out = (kind == 1 ? cache.k : cache.v) + slot * kv_heads * d + head * d;
-  }
-  uint16_t x[kPerLane];
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const int e = lane + 32 * j;
-    x[j] = e < d ? in[e] : 0;
-  }
+  if (!live) return;
+  uint16_t* out =
+      kind == 0 ? q_out + (t * num_heads + head) * d : (kind == 1 ? cache.k : cache.v) + slot * kv_heads * d + head * d;
   const float* norm = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : nullptr;
   if (norm != nullptr) {
     const int virtual_warps = ThreadsFor(d) / 32;
@@ -127,8 +140,12 @@ __global__ void __launch_bounds__(32 * kItemWarps)
 Status AddRmsNorm(uint16_t* hidden, const uint16_t* y, const float* w, int64_t rows, int64_t dim, float eps,
                   bool add_one, uint16_t* normed, GpuStream stream) {
   if (rows == 0) return Status::Ok();
-  AddRmsNormKernel<<<static_cast<unsigned>(rows), ThreadsFor(dim), 0, S(stream)>>>(hidden, y, w, dim, eps, add_one,
-                                                                                   normed);
+  const dim3 grid(static_cast<unsigned>(rows)), block(ThreadsFor(dim));
+  if (RowChunk(rows) == 16) {
+    AddRmsNormKernel<16><<<grid, block, 0, S(stream)>>>(hidden, y, w, dim, eps, add_one, normed);
+  } else {
+    AddRmsNormKernel<8><<<grid, block, 0, S(stream)>>>(hidden, y, w, dim, eps, add_one, normed);
+  }
   return CheckLaunch("AddRmsNormKernel");
 }
 

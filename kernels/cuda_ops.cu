@@ -259,6 +259,8 @@ StatusOr<double> EventTimer::Seconds() const {
 // ---- kernels ----
 namespace {
 
+// The per-thread sums over the row in order, then FinishRmsNorm in chunks (RowChunk).
+template <int kChunk>
 __global__ void RmsNormKernel(const uint16_t* x, const float* w, int64_t dim, float eps, bool add_one, uint16_t* out) {
   AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
   const uint16_t* row = x + blockIdx.x * dim;
@@ -268,7 +270,7 @@ __global__ void RmsNormKernel(const uint16_t* x, const float* w, int64_t dim, fl
     const float v = Bf16ToFloat(row[i]);
     sum += v * v;
   }
-  FinishRmsNorm(sum, row, w, dim, eps, add_one, dst);
+  FinishRmsNormChunked<kChunk>(sum, row, w, dim, eps, add_one, dst);
 }
 
 __global__ void RopeKernel(uint16_t* x, int64_t num_heads, int64_t head_dim, int64_t half, const int32_t* positions,
@@ -402,7 +404,12 @@ cudaStream_t S(GpuStream s) { return reinterpret_cast<cudaStream_t>(s); }
 Status RmsNorm(const uint16_t* x, const float* w, int64_t rows, int64_t dim, float eps, bool add_one, uint16_t* out,
                GpuStream stream) {
   if (rows == 0) return Status::Ok();
-  RmsNormKernel<<<static_cast<unsigned>(rows), ThreadsFor(dim), 0, S(stream)>>>(x, w, dim, eps, add_one, out);
+  const dim3 grid(static_cast<unsigned>(rows)), block(ThreadsFor(dim));
+  if (RowChunk(rows) == 16) {
+    RmsNormKernel<16><<<grid, block, 0, S(stream)>>>(x, w, dim, eps, add_one, out);
+  } else {
+    RmsNormKernel<8><<<grid, block, 0, S(stream)>>>(x, w, dim, eps, add_one, out);
+  }
   return CheckLaunch("RmsNormKernel");
 }
 
