@@ -43,7 +43,7 @@ __global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const floa
       }
     }
   }
-  FinishRmsNormChunked<kChunk>(sum, row, w, dim, eps, add_one, dst);
+  FinishRmsNorm<kChunk>(sum, row, w, dim, eps, add_one, dst);
 }
 
 // One warp per head vector: item i of token blockIdx.x is q head i (i < num_heads), then k heads,
@@ -58,28 +58,7 @@ __global__ void __launch_bounds__(32 * kItemWarps)
   __shared__ float rope_cos[kMaxHeadDim / 2], rope_sin[kMaxHeadDim / 2];  // the token's, bf16-rounded
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.x, kv_heads = cache.num_kv_heads;
-  // The warp's head vector is loaded first, so that its load overlaps the rope table's sincosf.
-  const int64_t item = int64_t{blockIdx.y} * kItemWarps + warp;
-  const bool live = item < num_heads + 2 * kv_heads;
-  const int d = static_cast<int>(cache.head_dim);
-  const int kind = item < num_heads ? 0 : item < num_heads + kv_heads ? 1 : 2;  // q, k, v
-  const int64_t head = kind == 0 ? item : kind == 1 ? item - num_heads : item - num_heads - kv_heads;
-  const uint16_t* in = kind == 0   ? src.q + t * src.q_stride + head * d
-                       : kind == 1 ? src.k + t * src.kv_stride + head * d
-                                   : src.v + t * src.kv_stride + head * d;
-  uint16_t x[kPerLane];
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) {
-    const int e = lane + 32 * j;
-    x[j] = live && e < d ? in[e] : 0;
-  }
-  // So is a k or v vector's cache slot (three dependent loads).
   const int32_t pos = batch.positions[t];
-  int64_t slot = 0;
-  if (live && kind != 0) {
-    const int64_t block = batch.tables[batch.table_begin[batch.token_seq[t]] + pos / cache.block_size];
-    slot = block * cache.block_size + pos % cache.block_size;
-  }
   const int64_t rope_half = p.rotary_dim / 2;
   for (int64_t i = threadIdx.x; i < rope_half; i += blockDim.x) {  // once per block, not per head
     float s, c;
@@ -88,9 +67,28 @@ __global__ void __launch_bounds__(32 * kItemWarps)
     rope_sin[i] = RoundBf16(s);
   }
   __syncthreads();
-  if (!live) return;
-  uint16_t* out =
-      kind == 0 ? q_out + (t * num_heads + head) * d : (kind == 1 ? cache.k : cache.v) + slot * kv_heads * d + head * d;
+  const int64_t item = int64_t{blockIdx.y} * kItemWarps + warp;
+  if (item >= num_heads + 2 * kv_heads) return;
+  const int d = static_cast<int>(cache.head_dim);
+  const int kind = item < num_heads ? 0 : item < num_heads + kv_heads ? 1 : 2;  // q, k, v
+  const int64_t head = kind == 0 ? item : kind == 1 ? item - num_heads : item - num_heads - kv_heads;
+  const uint16_t* in = kind == 0   ? src.q + t * src.q_stride + head * d
+                       : kind == 1 ? src.k + t * src.kv_stride + head * d
+                                   : src.v + t * src.kv_stride + head * d;
+  uint16_t* out;
+  if (kind == 0) {
+    out = q_out + (t * num_heads + head) * d;
+  } else {
+    const int64_t block = batch.tables[batch.table_begin[batch.token_seq[t]] + pos / cache.block_size];
+    const int64_t slot = block * cache.block_size + pos % cache.block_size;
+    out = (kind == 1 ? cache.k : cache.v) + slot * kv_heads * d + head * d;
+  }
+  uint16_t x[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    x[j] = e < d ? in[e] : 0;
+  }
   const float* norm = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : nullptr;
   if (norm != nullptr) {
     const int virtual_warps = ThreadsFor(d) / 32;

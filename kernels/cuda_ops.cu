@@ -270,7 +270,7 @@ __global__ void RmsNormKernel(const uint16_t* x, const float* w, int64_t dim, fl
     const float v = Bf16ToFloat(row[i]);
     sum += v * v;
   }
-  FinishRmsNormChunked<kChunk>(sum, row, w, dim, eps, add_one, dst);
+  FinishRmsNorm<kChunk>(sum, row, w, dim, eps, add_one, dst);
 }
 
 __global__ void RopeKernel(uint16_t* x, int64_t num_heads, int64_t head_dim, int64_t half, const int32_t* positions,

@@ -179,8 +179,8 @@ __device__ __forceinline__ void LoadChunk(T (&v)[kChunk], const T* p, int base, 
 // the sum of squares of its elements threadIdx.x, + blockDim.x, ... in that order: BlockSum, then
 // dst[i] = NormElement(row[i]) over the same elements, in chunks (RowChunk; dst may alias row).
 template <int kChunk>
-__device__ __forceinline__ void FinishRmsNormChunked(float sum, const uint16_t* row, const float* w, int64_t dim,
-                                                     float eps, bool add_one, uint16_t* dst) {
+__device__ __forceinline__ void FinishRmsNorm(float sum, const uint16_t* row, const float* w, int64_t dim, float eps,
+                                              bool add_one, uint16_t* dst) {
   const int n = static_cast<int>(dim), tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
   __shared__ float warp_sums[32];
   sum = BlockSum(sum, warp_sums);
