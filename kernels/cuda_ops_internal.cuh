@@ -159,9 +159,11 @@ __device__ __forceinline__ uint16_t NormElement(uint16_t x, float r, float w, bo
 // RMSNorm kernels take a thread's row elements (threadIdx.x + k * blockDim.x, k = 0, 1, ...) in
 // chunks of kChunk, every load of a chunk before its first store: the loads of a chunk overlap,
 // where a loop that stores between loads waits for each load in turn (ncu, H100: a batch-1
-// AddRmsNorm ~17 us, 2,048 rows 42 us). 16 per chunk (one chunk up to 4,096 wide) for up to
-// kWideChunkRows rows; 8 for more (48 registers instead of 94: a 2,048-row AddRmsNorm all in
-// registers, 119, ran 2 blocks per SM and took 61 us). Measured in the model step (H100,
+// AddRmsNorm ~17 us, 2,048 rows 42 us; bench/results/ncu_{small,prefill}_kernels_h100_lpt.txt).
+// 16 per chunk (one chunk up to 4,096 wide) for up to kWideChunkRows rows; 8 for more (48
+// registers instead of 94: a 2,048-row AddRmsNorm all in registers, 119, ran 2 blocks per SM and
+// took 61 us, ncu_prefill_kernels_h100_norm_regs.txt; in chunks of 8 34 us,
+// ncu_prefill_kernels_h100_norm.txt). Measured in the model step (H100,
 // bench/results/model_step_h100_norm_ab.log, two runs each, alternating): BF16 decode 6.73-6.74 /
 // 6.95-6.97 / 11.74-11.88 / 11.35-11.44 ms at batch 1 / 8 / 64 / 128 against 7.20-7.21 /
 // 7.47-7.49 / 12.33-12.40 / 11.95-11.97; a 2,048-token prefill unchanged (55.3 ms).
