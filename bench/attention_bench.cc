@@ -1,6 +1,7 @@
 // attention_bench: the CUDA PagedAttention (kernels/cuda_attention.cu) alone, on a Qwen3-8B layer's
 // shape (32 query heads, 8 KV heads, head_dim 128, 16-position KV blocks), against the read
 // roofline measured in the same run.
+// Also PrepareAttention (qk-norm, rope, KV write) on each case's batch, against its read + write floor.
 // Usage: attention_bench [--context P] [--batches 1,8,64,128] [--prefill N] [--reps R] [--json OUT]
 // Decode: B sequences of P cached positions each append one token (the model's decode step: the
 // cache holds positions 0..P, max_keys rounded up to a power of two, the split workspace given).
@@ -56,6 +57,9 @@ struct Case {
   std::string name;
   int64_t batch = 0, tokens = 0, context = 0;
   double ms = 0, floor_ms = 0, tflops = 0, kv_bytes = 0;
+  // PrepareAttention on the same batch (qk-norm, rope over all 128 dims, k and v into the cache):
+  // its time and its floor, the q|k|v rows read and q, k, v written once at the roofline.
+  double prepare_ms = 0, prepare_floor_ms = 0;
 };
 
 // Times PagedAttention over `seqs` sequences, sequence s with `cached[s]` positions already in the
@@ -124,9 +128,55 @@ Case Run(const std::string& name, const std::vector<int64_t>& cached, const std:
   params.num_heads = kHeads;
   params.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
 
+  // PrepareAttention's inputs: the q|k|v rows of the fused projection, norm weights, rope.
+  constexpr int64_t kRowWidth = (kHeads + 2 * kKvHeads) * kHeadDim;
+  std::vector<uint16_t> qkv_host(tokens * kRowWidth);
+  for (auto& x : qkv_host) x = Bf16(dist(rng));
+  std::vector<float> norm_host(2 * kHeadDim), freq_host(kHeadDim / 2);
+  for (auto& x : norm_host) {  // BF16 values, as the model holds its norm weights
+    const uint32_t bits = static_cast<uint32_t>(Bf16(1.0f + 0.1f * dist(rng))) << 16;
+    std::memcpy(&x, &bits, 4);
+  }
+  for (int64_t i = 0; i < kHeadDim / 2; ++i) freq_host[i] = std::pow(1e6f, -2.0f * i / kHeadDim);
+  uint16_t* qkv = Upload(qkv_host);
+  float* norms = Upload(norm_host);
+  float* inv_freq = Upload(freq_host);
+  uint16_t* q_prepared = nullptr;
+  CK(cudaMalloc(&q_prepared, tokens * kHeads * kHeadDim * 2));
+  const cuda::QkvRows rows{qkv, qkv + kHeads * kHeadDim, qkv + (kHeads + kKvHeads) * kHeadDim, kRowWidth, kRowWidth};
+  cuda::QkNormRope rope;
+  rope.q_norm = norms;
+  rope.k_norm = norms + kHeadDim;
+  rope.eps = 1e-6f;
+  rope.rotary_dim = kHeadDim;
+  rope.inv_freq = inv_freq;
+
   cudaEvent_t start, stop;
   CK(cudaEventCreate(&start));
   CK(cudaEventCreate(&stop));
+  auto timed = [&](auto&& round) {
+    for (int i = 0; i < 3; ++i) round();
+    CK(cudaDeviceSynchronize());
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+      CK(cudaEventRecord(start));
+      round();
+      CK(cudaEventRecord(stop));
+      CK(cudaEventSynchronize(stop));
+      float t = 0;
+      CK(cudaEventElapsedTime(&t, start, stop));
+      ms.push_back(t / kCalls);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  const double prepare_ms = timed([&]() {
+    for (int i = 0; i < kCalls; ++i) {
+      const int c = i % copies;
+      const cuda::PagedKvLayer cache{k[c], v[c], blocks, kBlockSize, kKvHeads, kHeadDim};
+      Check(cuda::PrepareAttention(cache, layout, kHeads, rows, rope, q_prepared, nullptr));
+    }
+  });
   auto round = [&]() {
     for (int i = 0; i < kCalls; ++i) {
       const int c = i % copies;
@@ -134,25 +184,15 @@ Case Run(const std::string& name, const std::vector<int64_t>& cached, const std:
       Check(cuda::PagedAttention(cache, layout, params, q, out, nullptr));
     }
   };
-  for (int i = 0; i < 3; ++i) round();
-  CK(cudaDeviceSynchronize());
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    CK(cudaEventRecord(start));
-    round();
-    CK(cudaEventRecord(stop));
-    CK(cudaEventSynchronize(stop));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t / kCalls);
-  }
-  std::sort(ms.begin(), ms.end());
+  const double attention_ms = timed(round);
   Case c;
   c.name = name;
   c.batch = seqs;
   c.tokens = tokens;
   c.context = max_keys;
-  c.ms = ms[ms.size() / 2];
+  c.ms = attention_ms;
+  c.prepare_ms = prepare_ms;
+  c.prepare_floor_ms = static_cast<double>(tokens) * kRowWidth * 2 * 2 / roofline * 1e3;
   c.kv_bytes = static_cast<double>(keys_total) * kKvHeads * kHeadDim * 2 * 2;
   c.floor_ms = c.kv_bytes / roofline * 1e3;
   c.tflops = static_cast<double>(pairs) * kHeads * kHeadDim * 4 / (c.ms * 1e-3) / 1e12;
@@ -163,7 +203,8 @@ Case Run(const std::string& name, const std::vector<int64_t>& cached, const std:
   }
   for (void* p : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(positions),
                   static_cast<void*>(token_seq), static_cast<void*>(table_begin), static_cast<void*>(tables),
-                  static_cast<void*>(tiles_d), static_cast<void*>(workspace)}) {
+                  static_cast<void*>(tiles_d), static_cast<void*>(workspace), static_cast<void*>(qkv),
+                  static_cast<void*>(norms), static_cast<void*>(inv_freq), static_cast<void*>(q_prepared)}) {
     CK(cudaFree(p));
   }
   CK(cudaEventDestroy(start));
@@ -207,10 +248,15 @@ int Main(int argc, char** argv) {
         c.name.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.tokens),
         static_cast<long long>(c.context), c.ms, 36 * c.ms, c.kv_bytes / 1e6, c.kv_bytes / (c.ms * 1e-3) / 1e12,
         100.0 * c.floor_ms / c.ms, c.ms / c.floor_ms, c.tflops);
+    std::printf("%-8s batch %4lld tokens %5lld: PrepareAttention %8.4f ms/layer (x36 %7.3f ms), floor x%.2f\n",
+                c.name.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.tokens), c.prepare_ms,
+                36 * c.prepare_ms, c.prepare_ms / c.prepare_floor_ms);
     json += std::string(i ? ", " : "") + "{\"case\": \"" + c.name + "\", \"batch\": " + std::to_string(c.batch) +
             ", \"tokens\": " + std::to_string(c.tokens) + ", \"keys\": " + std::to_string(c.context) +
             ", \"ms\": " + std::to_string(c.ms) + ", \"floor_ms\": " + std::to_string(c.floor_ms) +
-            ", \"kv_bytes\": " + std::to_string(c.kv_bytes) + ", \"tflops\": " + std::to_string(c.tflops) + "}";
+            ", \"kv_bytes\": " + std::to_string(c.kv_bytes) + ", \"tflops\": " + std::to_string(c.tflops) +
+            ", \"prepare_ms\": " + std::to_string(c.prepare_ms) +
+            ", \"prepare_floor_ms\": " + std::to_string(c.prepare_floor_ms) + "}";
   }
   json += "]}\n";
   if (!json_path.empty()) std::ofstream(json_path) << json;

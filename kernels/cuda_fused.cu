@@ -51,6 +51,12 @@ __global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const floa
 // thread u of ThreadsFor(head_dim) sums elements u, u + threads, ... in turn; each virtual warp's
 // sums are added by WarpSum; the virtual warps' totals in order. Rope as RopeKernel, element-wise,
 // from the token's cos/sin computed once per block.
+// Measured on the H100 and not kept (bench/results/ab_h100_prefetch_prepare_ahead.log,
+// ab_h100_ahead_graphs.log; attention_bench's PrepareAttention lines): 4 head vectors a warp and one
+// block a token (their loads all in flight together) took a 2,048-token prefill from 0.0711 to
+// 0.0617 ms a layer but decode steps from 0.0051-0.0080 to 0.0082-0.0085; launched as a
+// programmatic dependent of the q|k|v linear (rope table and cache slot before waiting), no step
+// moved beyond run-to-run noise.
 __global__ void __launch_bounds__(32 * kItemWarps)
     PrepareAttentionKernel(PagedKvLayer cache, BatchLayout batch, int64_t num_heads, QkvRows src, QkNormRope p,
                            uint16_t* q_out) {

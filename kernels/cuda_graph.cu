@@ -38,7 +38,10 @@ StatusOr<GraphExec> EndCapture(GpuStream stream) {
   DF11_RETURN_IF_ERROR(
       CheckCuda(cudaStreamEndCapture(reinterpret_cast<cudaStream_t>(stream), &graph), "cudaStreamEndCapture"));
   cudaGraphExec_t exec = nullptr;
-  const Status st = CheckCuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  // Kernel nodes keep the priority of the stream they were captured on (a second stream's branch
+  // runs at its own).
+  const Status st = CheckCuda(cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagUseNodePriority),
+                              "cudaGraphInstantiate");
   cudaGraphDestroy(graph);
   DF11_RETURN_IF_ERROR(st);
   GraphExec out;

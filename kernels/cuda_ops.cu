@@ -178,9 +178,13 @@ Status Synchronize(GpuStream stream) {
   return CheckCuda(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
 }
 
-StatusOr<GpuStream> CreateStream() {
+StatusOr<GpuStream> CreateStream(bool high_priority) {
+  int least = 0, greatest = 0;
+  DF11_RETURN_IF_ERROR(
+      CheckCuda(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange"));
   cudaStream_t s = nullptr;
-  DF11_RETURN_IF_ERROR(CheckCuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  DF11_RETURN_IF_ERROR(CheckCuda(
+      cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, high_priority ? greatest : least), "cudaStreamCreate"));
   return reinterpret_cast<GpuStream>(s);
 }
 

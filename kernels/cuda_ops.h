@@ -92,7 +92,9 @@ Status PinHost(void* p, uint64_t bytes);
 void UnpinHost(void* p);
 Status FillZero(void* dst, uint64_t bytes, GpuStream stream);
 Status Synchronize(GpuStream stream);
-StatusOr<GpuStream> CreateStream();
+// A non-blocking stream at the device's least priority, or its greatest (high_priority: its
+// kernels' blocks are scheduled before those of lower-priority streams).
+StatusOr<GpuStream> CreateStream(bool high_priority = false);
 void DestroyStream(GpuStream stream);
 
 // Pairs of CUDA events around regions of a stream; Seconds() waits for each end event, then sums.

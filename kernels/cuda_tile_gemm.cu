@@ -12,6 +12,12 @@
 // fixed lanes (df11_lanes_fixed_decode.cuh). Everything after the stage is one code path, so a
 // DF11 matrix and its BF16 twin give the same bits for the same r.
 //
+// Measured on the H100 and not kept (bench/results/ab_h100_prefetch_prepare_ahead.log): each warp
+// asking L2 for its tiles' first stage (cp.async.bulk.prefetch.L2) before WaitPrevious, in both
+// loaders (and the fused DF11 GEMV): the DF11 step at batch 8 / 64 9.49 / 16.99 ms against 8.78 /
+// 15.77, BF16 at 64 12.10 against 11.66 (that build also had a PrepareAttention worth ~0.1 ms a
+// step more, cuda_fused.cu).
+//
 // Reduction order, fixed for a given (r, T bucket, K): warp w adds the 32-column groups w % kKSplit,
 // + kKSplit, ... of every stage in order, each as two mma (columns 8q..8q+3 then 8q+4..8q+7 of the
 // group for quad lane q: the k order inside an mma is the hardware's, the same on every call);

@@ -54,11 +54,15 @@ struct ModelOptions {
   // matrix, whatever its size (tests and measurements).
   enum class LaneCodeChoice { kAuto, kHuffman, kFixed3 };
   LaneCodeChoice df11_lane_code = LaneCodeChoice::kAuto;
-  // kCuda, DF11: in steps that run op by op (prefill, mixed steps, a decode shape's first run), a
-  // layer's unit decodes on a second stream while the layer before it computes (two halves of the
-  // scratch, which then holds twice the largest layer unit if that is more than it held). Same
-  // kernels, same bits; false decodes each unit just before its first linear.
+  // kCuda, DF11: a layer's unit that goes through the scratch (steps above tile_max_tokens, or
+  // without lane streams) decodes on a second stream while the layer before it computes (two
+  // halves of the scratch, which then holds twice the largest layer unit if that is more than it
+  // held). Same kernels, same bits; false decodes each unit just before its first linear.
   bool df11_prefetch = true;
+  // kCuda, DF11, with df11_prefetch: decode steps that replay CUDA graphs decode ahead too (the
+  // second stream's work is a branch of the graph; the step's stream has the device's greatest
+  // priority, so the layer's own kernels get SMs first). false: graph steps decode in line.
+  bool df11_prefetch_graphs = true;
   // kCuda: the most tokens a step's linears run the tensor-core TileGemm with (a DF11 model:
   // Df11TileGemm on fixed lanes), 32 or 64; above, cuBLAS (a DF11 model decodes into the scratch
   // first). A DF11 model and its BF16 twin give the same bits when both load with the same value.

@@ -125,7 +125,7 @@ struct Model::CudaState {
   // Per step.
   StackedLinears stacked;            // CudaStackedLinears(config), set at load
   int loaded_unit = -1;              // unit decoded in the scratch now (-1: none / unknown)
-  // Decoding ahead (ModelOptions::df11_prefetch; steps that run op by op): layer units decode into
+  // Decoding ahead (ModelOptions::df11_prefetch; graph steps too with df11_prefetch_graphs): layer units decode into
   // two halves of the scratch, each unit's successor (next_unit) on decode_stream while the
   // current unit's linears run. half_unit: the unit in (or decoding into) each half; `pending`:
   // the unit whose decode `decode_ready` marks, not yet waited for by `stream`.
@@ -134,7 +134,8 @@ struct Model::CudaState {
   uint64_t half_elements = 0;           // elements of a half: the largest unit in a next_unit chain
   int half_unit[2] = {-1, -1};
   int pending = -1, current_unit = -1;  // current: the unit the last WeightData returned
-  bool capturing = false;               // a CUDA graph capture is under way (no decoding ahead)
+  bool capturing = false;               // a CUDA graph capture is under way
+  bool ahead_in_graphs = false;         // ModelOptions::df11_prefetch_graphs: decode ahead when capturing
   cuda::StreamEvent decode_ready, scratch_free;
   cuda::DeviceBuffer activations;    // bf16 buffers of the step, grown on demand
   cuda::DeviceBuffer batch_arrays;   // int32 token/position/table arrays of the step

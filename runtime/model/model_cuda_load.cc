@@ -302,7 +302,9 @@ Status Model::LoadCuda() {
   CudaState& st = *cuda_;
   st.use_lanes = options_.df11_lanes;
   st.lane_code = options_.df11_lane_code;
-  DF11_ASSIGN_OR_RETURN(st.stream, cuda::CreateStream());
+  // The step's stream at the greatest priority: a DF11 unit decoding ahead on decode_stream (the
+  // least) takes the SMs its kernels leave.
+  DF11_ASSIGN_OR_RETURN(st.stream, cuda::CreateStream(/*high_priority=*/true));
   if (options_.tile_max_tokens != 32 && options_.tile_max_tokens != 64) {
     return InvalidArgument(checkpoint_->dir() + ": tile_max_tokens must be 32 or 64, got " +
                            std::to_string(options_.tile_max_tokens));
@@ -370,6 +372,7 @@ Status Model::LoadCuda() {
     if (chain.size() >= 2) {
       st.scratch_needed = std::max(st.scratch_needed, uint64_t{4} * st.half_elements);  // bytes of two halves
       DF11_ASSIGN_OR_RETURN(st.decode_stream, cuda::CreateStream());
+      st.ahead_in_graphs = options_.df11_prefetch_graphs;
     }
   }
   DF11_RETURN_IF_ERROR(st.scratch->Reserve(st.scratch_needed));

@@ -129,7 +129,8 @@ Status Model::CudaState::JoinDecodes() {
 
 StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
   if (w.unit < 0) return w.plain;
-  const bool ahead = decode_stream != nullptr && !capturing && units[w.unit]->scratch_elements <= half_elements;
+  const bool ahead =
+      decode_stream != nullptr && (!capturing || ahead_in_graphs) && units[w.unit]->scratch_elements <= half_elements;
   if (!ahead) {  // one unit at the scratch's start, decoded on the step's stream
     if (half_unit[0] >= 0 || half_unit[1] >= 0 || pending >= 0) {
       DF11_RETURN_IF_ERROR(JoinDecodes());
@@ -225,7 +226,7 @@ Status Model::CudaState::ReplayOrCapture(int64_t tokens, int64_t max_keys, const
   }
   const size_t events_before = decode_timer.used();
   Status st = cuda::BeginCapture(stream);
-  capturing = true;  // no decoding ahead on another stream inside a capture
+  capturing = true;  // decoding ahead inside the capture only with ahead_in_graphs
   if (st.ok()) st = forward();
   capturing = false;
   if (!st.ok()) {

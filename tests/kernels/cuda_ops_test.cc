@@ -237,7 +237,8 @@ TEST(CudaOps, AddRmsNormIsAddThenRmsNormBitForBit) {
 // PrepareAttention against SplitColumns, RmsNorm (q, k per head), ApplyRope (q, k) and WriteKv:
 // the same q and the same KV pools bit for bit. Shapes: Qwen3-8B's heads (fused q|k|v, qk-norm),
 // no qk-norm over separate projections (head_dim 80), partial rotary (48 of 64) with Gemma's
-// (1 + w) norm, head_dim 256, head_dim 24 (fewer elements than RmsNorm's threads).
+// (1 + w) norm, head_dim 256, head_dim 24 (fewer elements than RmsNorm's threads), 64 query heads
+// (80 head vectors a token: two blocks of the kernel per token).
 TEST(CudaOps, PrepareAttentionIsSplitNormRopeWriteKvBitForBit) {
   REQUIRE_GPU();
   struct Shape {
@@ -246,7 +247,7 @@ TEST(CudaOps, PrepareAttentionIsSplitNormRopeWriteKvBitForBit) {
   };
   for (const Shape& sh : {Shape{32, 8, 128, 128, true, false, true}, Shape{6, 2, 80, 80, false, false, false},
                           Shape{4, 2, 64, 48, true, true, true}, Shape{8, 4, 256, 256, true, true, false},
-                          Shape{4, 2, 24, 24, false, false, true}}) {
+                          Shape{4, 2, 24, 24, false, false, true}, Shape{64, 8, 128, 128, true, false, true}}) {
     SCOPED_TRACE("head_dim " + std::to_string(sh.head_dim) + " heads " + std::to_string(sh.heads));
     const int64_t hd = sh.head_dim, qd = sh.heads * hd, kvd = sh.kv_heads * hd, block_size = 4, num_blocks = 9;
     BatchArrays arrays;  // a decode at position 13 and a 4-token chunk at 2..5, scattered blocks

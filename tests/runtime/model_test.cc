@@ -534,6 +534,48 @@ TEST_F(ModelCudaTest, GraphsMatchEagerBitForBit) {
   }
 }
 
+// DF11 units decoded into the scratch (no lane streams) decode ahead on the second stream inside
+// the graphs too (ModelOptions::df11_prefetch_graphs): the replayed steps give the bits of the
+// same DF11 model run op by op, of the same model with graph steps decoding in line, and of its
+// BF16 twin's graphs. Two architectures (two layers: the second layer's unit decodes ahead).
+TEST_F(ModelCudaTest, DecodingAheadInGraphsKeepsTheBits) {
+  for (const char* preset : {"qwen3-tiny", "llama-tiny"}) {
+    SCOPED_TRACE(preset);
+    const auto [bf16_dir, df11_dir] = MakeModels(preset);
+    ModelOptions scratch_path = OptionsFor(Device::kCuda);
+    scratch_path.df11_lanes = false;
+    ModelOptions eager_options = scratch_path, in_line = scratch_path;
+    eager_options.cuda_graphs = false;
+    in_line.df11_prefetch_graphs = false;
+    std::vector<std::unique_ptr<Model>> models;
+    for (const auto& [dir, options] : std::vector<std::pair<std::string, ModelOptions>>{
+             {df11_dir, scratch_path}, {df11_dir, eager_options}, {df11_dir, in_line}, {bf16_dir, scratch_path}}) {
+      auto m = Model::Load(dir, options);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      models.push_back(std::move(m).value());
+    }
+    std::vector<std::unique_ptr<TestBatch>> batches;
+    for (auto& m : models) batches.push_back(std::make_unique<TestBatch>(*m, 16, 3));
+    std::vector<StepOutput> out(models.size());
+    auto run_all = [&](const std::vector<std::vector<int32_t>>& tokens) {
+      for (size_t i = 0; i < models.size(); ++i) ASSERT_TRUE(batches[i]->Run(tokens, false, &out[i]).ok());
+      for (size_t i = 1; i < models.size(); ++i) {
+        ASSERT_EQ(out[i].logits.size(), out[0].logits.size());
+        ASSERT_EQ(0, std::memcmp(out[i].logits.data(), out[0].logits.data(), out[0].logits.size() * 4))
+            << "model " << i;
+      }
+    };
+    run_all({{1, 17, 300}, {42, 5, 99, 256, 3, 77}, {401}});
+    for (int step = 0; step < 6; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      run_all({{step + 1}, {2 * step + 3}, {5}});
+      EXPECT_EQ(out[0].replayed_graph, step != 0);
+      EXPECT_GT(out[0].decompress_seconds, 0.0);  // the units' decodes, timed inside the graph too
+      EXPECT_FALSE(out[1].replayed_graph);
+    }
+  }
+}
+
 // Two models sharing one DeviceScratch give their own logits, interleaved step by step.
 TEST_F(ModelCudaTest, SharedScratch) {
   const auto [bf16_a, df11_a] = MakeModels("qwen3-tiny");
