@@ -49,6 +49,20 @@ bool TileGemmApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64
 Status TileGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
                 bool accumulate, uint16_t* y, GpuStream stream, int rows_per_tile = 0);
 
+// The Hopper tensor-core linear (cuda_wgmma_gemm.cu; sm_90a, so compute capability 9.0 GPUs only):
+// y[T, N] = x[T, K] · W[N, K]^T (+ bias) (+ y) for 1 <= T <= kWgmmaGemmMaxTokens, BF16 W read once,
+// 128 rows of W a CTA multiplied by wgmma, K split where the rows give fewer CTAs than SMs (fp32
+// partial sums in `workspace`, WgmmaGemmWorkspaceFloats, added in split order). Deterministic.
+// Not yet used by the model (a measured building block: bench/wgmma_bench). bias: [n] fp32 or
+// null; accumulate: y's old value joins the sum. x, W 16-byte aligned, K % 8 == 0.
+inline constexpr int64_t kWgmmaGemmMaxTokens = 128;
+bool WgmmaGemmAvailable();  // this GPU runs sm_90a code
+int64_t WgmmaGemmWorkspaceFloats(int64_t tokens, int64_t n, int64_t k);
+// Asynchronous, launched as a dependent. INVALID_ARGUMENT for other shapes or no workspace,
+// FAILED_PRECONDITION on a GPU that is not compute capability 9.0.
+Status WgmmaGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
+                 bool accumulate, uint16_t* y, float* workspace, GpuStream stream);
+
 class GemmHandle {
  public:
   GemmHandle() = default;

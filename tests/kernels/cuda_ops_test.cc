@@ -573,6 +573,51 @@ TEST(CudaOps, TileGemmMatchesCpu) {
             StatusCode::kInvalidArgument);
 }
 
+// WgmmaGemm (sm_90a) against the CPU's MatmulBf16: rows not a multiple of its 128-row CTAs, K not
+// a multiple of its 64-column stages, K split (96 rows: one CTA row, so K splits in up to 8), the
+// 64- and 128-token instances; every output written (y starts as a huge value), deterministic run
+// to run, and y's old value accumulated.
+TEST(CudaOps, WgmmaGemmMatchesCpu) {
+  REQUIRE_GPU();
+  if (!cuda::WgmmaGemmAvailable()) GTEST_SKIP() << "not a compute capability 9.0 GPU: WgmmaGemm not tested";
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{37, 264}, {96, 4096}, {1000, 1032}, {2048, 2048}}) {
+    for (const int64_t tokens : {1, 8, 33, 64, 65, 100, 128}) {
+      SCOPED_TRACE(std::to_string(tokens) + " tokens, n " + std::to_string(n) + ", k " + std::to_string(k));
+      const auto x = RandomBf16(tokens * k, 40 + tokens), w = RandomBf16(n * k, 41, 0.05f);
+      const auto bias = ToFloat(RandomBf16(n, 42));
+      std::vector<float> want(tokens * n);
+      cpu::MatmulBf16(ToFloat(x).data(), w.data(), bias.data(), tokens, n, k, want.data(), 1);
+      auto dx = Upload(x), dw = Upload(w), dbias = Upload(bias);
+      auto workspace = Upload(std::vector<float>(cuda::WgmmaGemmWorkspaceFloats(tokens, n, k)));
+      const uint16_t huge = FloatToBf16(1e30f);
+      auto y = Upload(std::vector<uint16_t>(tokens * n, huge)), again = Upload(std::vector<uint16_t>(tokens * n, huge));
+      for (auto* out : {&y, &again}) {
+        ASSERT_TRUE(cuda::WgmmaGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), dbias.as<float>(), tokens, n, k, false,
+                                    out->as<uint16_t>(), workspace.as<float>(), nullptr)
+                        .ok());
+      }
+      const auto got = Download<uint16_t>(y, tokens * n);
+      EXPECT_EQ(got, Download<uint16_t>(again, tokens * n));
+      EXPECT_LE(RelError(ToFloat(got), want), 1e-2);
+      ASSERT_TRUE(cuda::BroadcastBias(dbias.as<float>(), tokens, n, y.as<uint16_t>(), nullptr).ok());
+      ASSERT_TRUE(cuda::WgmmaGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, true, y.as<uint16_t>(),
+                                  workspace.as<float>(), nullptr)
+                      .ok());
+      EXPECT_LE(RelError(ToFloat(Download<uint16_t>(y, tokens * n)), want), 1e-2);
+    }
+  }
+  const auto x = Upload(RandomBf16(16, 1));
+  auto workspace = Upload(std::vector<float>(16));
+  EXPECT_EQ(cuda::WgmmaGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, cuda::kWgmmaGemmMaxTokens + 1, 1, 16, false,
+                            nullptr, workspace.as<float>(), nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda::WgmmaGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 1, 12, false, nullptr,
+                            workspace.as<float>(), nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
 #endif  // DF11_HAVE_CUDA
 
 }  // namespace
