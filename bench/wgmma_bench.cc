@@ -60,8 +60,8 @@ int Main(int argc, char** argv) {
   const int64_t max_tokens = cuda::kWgmmaGemmMaxTokens;
   std::vector<double> sum_wgmma(token_counts.size()), sum_cublas(token_counts.size()), sum_tile(token_counts.size()),
       sum_floor(token_counts.size());
-  std::string json = "{\"gpu\": \"" + std::string(prop.name) + "\", \"read_roofline_tbs\": " +
-                     std::to_string(roofline / 1e12) + ", \"linears\": [";
+  std::string json = "{\"gpu\": \"" + std::string(prop.name) +
+                     "\", \"read_roofline_tbs\": " + std::to_string(roofline / 1e12) + ", \"linears\": [";
   bool first = true;
   std::printf("%-13s %4s | %9s %9s %9s | %7s %7s | %8s %8s | %s\n", "linear", "T", "wgmma ms", "cublas ms", "tile ms",
               "wg/cub", "wg/tile", "wg TB/s", "% roof", "rel err vs cuBLAS");

@@ -547,14 +547,17 @@ TEST_F(ModelCudaTest, DecodingAheadInGraphsKeepsTheBits) {
     ModelOptions eager_options = scratch_path, in_line = scratch_path;
     eager_options.cuda_graphs = false;
     in_line.df11_prefetch_graphs = false;
+    const std::vector<std::pair<std::string, ModelOptions>> loads = {
+        {df11_dir, scratch_path}, {df11_dir, eager_options}, {df11_dir, in_line}, {bf16_dir, scratch_path}};
     std::vector<std::unique_ptr<Model>> models;
-    for (const auto& [dir, options] : std::vector<std::pair<std::string, ModelOptions>>{
-             {df11_dir, scratch_path}, {df11_dir, eager_options}, {df11_dir, in_line}, {bf16_dir, scratch_path}}) {
+    models.reserve(loads.size());
+    for (const auto& [dir, options] : loads) {
       auto m = Model::Load(dir, options);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
       models.push_back(std::move(m).value());
     }
     std::vector<std::unique_ptr<TestBatch>> batches;
+    batches.reserve(models.size());
     for (auto& m : models) batches.push_back(std::make_unique<TestBatch>(*m, 16, 3));
     std::vector<StepOutput> out(models.size());
     auto run_all = [&](const std::vector<std::vector<int32_t>>& tokens) {
