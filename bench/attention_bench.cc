@@ -19,7 +19,6 @@
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,13 +36,6 @@ constexpr int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlockSize = 16;
 constexpr int kCalls = 8;  // calls per timed round, each on its own KV copy
 
 void Check(const Status& s) { CheckOk("attention_bench", s); }
-
-std::vector<int64_t> ParseList(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
-  return out;
-}
 
 template <typename T>
 T* Upload(const std::vector<T>& v) {

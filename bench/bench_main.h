@@ -1,11 +1,14 @@
 // RunBenchMain: a benchmark's main(): runs `main_fn`; an exception (a JSON or allocation failure)
 // becomes one line naming the program and exit status 1 instead of an abort. JsonPathArg: the
-// value of a benchmark's `--json OUT` flag.
+// value of a benchmark's `--json OUT` flag. ParseList: a comma-separated list of integers.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace df11 {
 
@@ -16,6 +19,14 @@ inline std::string JsonPathArg(int argc, char** argv) {
     if (std::string(argv[i]) == "--json" && i + 1 < argc) path = argv[++i];
   }
   return path;
+}
+
+// "1,8,64" as {1, 8, 64} (std::stoll: a malformed item throws, which RunBenchMain reports).
+inline std::vector<int64_t> ParseList(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  return out;
 }
 
 inline int RunBenchMain(const char* name, int (*main_fn)(int, char**), int argc, char** argv) {

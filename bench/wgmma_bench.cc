@@ -10,16 +10,15 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/bench_main.h"
 #include "bench/linear_timing.h"
 #include "bench/read_roofline.h"
+#include "kernels/cpu_ops.h"
 #include "kernels/cuda_gemm.h"
 
 namespace df11 {
@@ -27,22 +26,11 @@ namespace {
 
 void Check(const Status& s) { CheckOk("wgmma_bench", s); }
 
-double ToFloat(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 int Main(int argc, char** argv) {
   const std::string json_path = JsonPathArg(argc, argv);
   std::vector<int64_t> token_counts = {48, 64, 96, 128};
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--tokens") {
-      token_counts.clear();
-      std::stringstream in(argv[++i]);
-      for (std::string item; std::getline(in, item, ',');) token_counts.push_back(std::stoll(item));
-    }
+    if (std::string(argv[i]) == "--tokens") token_counts = ParseList(argv[++i]);
   }
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -102,8 +90,8 @@ int Main(int argc, char** argv) {
       CK(cudaMemcpy(want.data(), yr, want.size() * 2, cudaMemcpyDeviceToHost));
       double num = 0, den = 0;
       for (size_t i = 0; i < got.size(); ++i) {
-        num = std::max(num, std::fabs(ToFloat(got[i]) - ToFloat(want[i])));
-        den = std::max(den, std::fabs(ToFloat(want[i])));
+        num = std::max(num, std::fabs(double{cpu::Bf16ToFloat(got[i])} - cpu::Bf16ToFloat(want[i])));
+        den = std::max(den, std::fabs(double{cpu::Bf16ToFloat(want[i])}));
       }
       const double rel = num / std::max(den, 1e-30);
       const double wg = MedianMs(copies, [&](int c) {

@@ -44,17 +44,20 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --f
 status=0
 
 if [ -n "${TESTS:-}" ]; then
-  "$bundle/run" test_kernels --gtest_brief=1 > "$out/test_kernels.log" 2>&1 || status=1
-  say "test_kernels rc $?"; tail -3 "$out/test_kernels.log" | tee -a "$log"
-  "$bundle/run" test_runtime --gtest_brief=1 --gtest_filter='*Cuda*' > "$out/test_runtime_cuda.log" 2>&1 || status=1
-  say "test_runtime rc $?"; grep -v '^\[parity\]' "$out/test_runtime_cuda.log" | tail -3 | tee -a "$log"
+  "$bundle/run" test_kernels --gtest_brief=1 > "$out/test_kernels.log" 2>&1
+  rc=$?; [ "$rc" = 0 ] || status=1
+  say "test_kernels rc $rc"; tail -3 "$out/test_kernels.log" | tee -a "$log"
+  "$bundle/run" test_runtime --gtest_brief=1 --gtest_filter='*Cuda*' > "$out/test_runtime_cuda.log" 2>&1
+  rc=$?; [ "$rc" = 0 ] || status=1
+  say "test_runtime rc $rc"; grep -v '^\[parity\]' "$out/test_runtime_cuda.log" | tail -3 | tee -a "$log"
   for which in kernels runtime; do
     filter_var=MEMCHECK_${which^^}
     filter=${!filter_var:-}
     [ -n "$filter" ] || continue
     LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64" compute-sanitizer --tool memcheck --error-exitcode 9 \
-      "$bundle/bin/test_$which" --gtest_brief=1 --gtest_filter="$filter" > "$out/memcheck_$which.log" 2>&1 || status=1
-    say "memcheck $which rc $?"; tail -2 "$out/memcheck_$which.log" | tee -a "$log"
+      "$bundle/bin/test_$which" --gtest_brief=1 --gtest_filter="$filter" > "$out/memcheck_$which.log" 2>&1
+    rc=$?; [ "$rc" = 0 ] || status=1
+    say "memcheck $which rc $rc"; tail -2 "$out/memcheck_$which.log" | tee -a "$log"
   done
   stamp tests
 fi
