@@ -34,6 +34,7 @@
 #include "kernels/df11_lanes_fixed.cuh"
 #include "kernels/df11_lanes_fixed.h"
 #include "kernels/df11_lanes_fixed_decode.cuh"
+#include "kernels/df11_tile_decoder.cuh"
 
 namespace df11 {
 namespace {
@@ -110,11 +111,10 @@ struct Bf16Loader {
   }
 };
 
-// W as fixed lanes (w.code == kFixed3, w.rows_per_tile == kR); sign_mantissa as Df11Gemv's.
+// W as fixed lanes (w.code == kFixed3, w.rows_per_tile == kR); sign_mantissa as Df11Gemv's. The
+// decoding is fixed_lanes::TileDecoder's (df11_tile_decoder.cuh), shared with the Hopper linear.
 template <int kR>
-struct Df11Loader {
-  DeviceLanes w;
-  const uint8_t* sm;
+struct Df11Loader : fixed_lanes::TileDecoder<kR, kTilesPerWarp, Geometry<kR>::kTiles> {
   // A stage loads just before it decodes, into one stage buffer (two barriers a stage): registers
   // and shared memory for more warps per SM instead, 3 CTAs per SM (80 registers) at every token
   // count. Measured on the H100 (the linears of an 8B decode step at 8 tokens, before the
@@ -131,113 +131,13 @@ struct Df11Loader {
   // A CTA whose tiles are all full and whose stages are all whole runs without bounds checks.
   static constexpr bool kUncheckedInterior = true;
 
-  // Per tile of the warp: its rows (0: past the matrix), its escape words and where its next
-  // block's escapes and rare bytes start.
-  struct Tile {
-    int rows;
-    bool has_rare;
-    uint32_t block_nibble;
-    uint64_t rare_base;
-    const uint32_t* escapes;  // EscapeQueue's words and limit
-    uint32_t limit;
-  };
-  struct State {
-    fixed_lanes::Tables t;
-    Tile tile[kTilesPerWarp];
-    int64_t tile0;  // the warp's first tile
-    int warp, lane;
-  };
-  struct Fetched {
-    fixed_lanes::BlockRaw b[kTilesPerWarp];
-  };
-  __device__ __forceinline__ State Begin(int64_t cta, int warp, int lane) const {
-    State st;
-    st.warp = warp;
-    st.lane = lane;
-    st.t = fixed_lanes::MakeTables(w);
-    st.tile0 = cta * Geometry<kR>::kTiles + warp * kTilesPerWarp;
-    const int64_t tiles = (w.rows + kR - 1) / kR;
-#pragma unroll
-    for (int p = 0; p < kTilesPerWarp; ++p) {
-      Tile& tl = st.tile[p];
-      const int64_t index = st.tile0 + p;
-      tl.rows = index < tiles ? static_cast<int>(min(static_cast<int64_t>(kR), w.rows - index * kR)) : 0;
-      tl.block_nibble = 0;
-      const fixed_lanes::EscapeQueue q = fixed_lanes::TileQueue(w, w.tile0 + (tl.rows > 0 ? index : 0));
-      tl.escapes = q.words;
-      tl.limit = q.limit;
-      tl.rare_base = q.rare;
-      tl.has_rare = tl.rows > 0 && w.tile_rare[w.tile0 + index + 1] != tl.rare_base;
-    }
-    return st;
-  }
-  // Whether entry i of tile p's block in `stage` lies in the matrix.
-  template <bool kChecked>
-  __device__ __forceinline__ bool Real(const State& st, int p, int64_t stage, int i) const {
-    if constexpr (!kChecked) return true;
-    constexpr int kSlots = 4 / kR;  // column slots per block
-    const uint32_t c = st.lane + 32 * (kSlots * static_cast<uint32_t>(stage) + i / kR);
-    return c < static_cast<uint32_t>(w.cols / 8) && i % kR < st.tile[p].rows;
-  }
-  template <bool kChecked>
-  __device__ __forceinline__ Fetched Fetch(const State& st, int64_t stage) const {
-    Fetched f;
-#pragma unroll
-    for (int p = 0; p < kTilesPerWarp; ++p) {
-      const Tile& tl = st.tile[p];
-      const int64_t index = st.tile0 + p;
-      const uint32_t* words =
-          w.words + static_cast<uint64_t>(w.tile0 + (tl.rows > 0 ? index : 0)) * w.tile_stride + 96 * stage + st.lane;
-      const uint8_t* base = sm + index * kR * w.cols + stage * Geometry<kR>::kCols + 8 * st.lane;
-      if (!kChecked || tl.rows > 0) {
-        f.b[p] = fixed_lanes::LoadRaw(
-            words, [&](int i) { return Real<kChecked>(st, p, stage, i); },
-            [&](int i) { return base + (i % kR) * w.cols + 256 * (i / kR); });
-      } else {
-        f.b[p] = {};
-      }
-    }
-    return f;
-  }
+  // Decodes the fetched stage s into `stage` (kSkipRefills: the kernel's 1-2 token groups).
   template <bool kChecked, bool kSkipRefills = false>
-  __device__ __forceinline__ void Store(State& st, const Fetched& f, uint16_t* stage, int64_t s) const {
-#pragma unroll
-    for (int p = 0; p < kTilesPerWarp; ++p) {
-      Tile& tl = st.tile[p];
-      if (!kChecked || tl.rows > 0) {  // the same for every lane of the warp
-        const fixed_lanes::BlockCodes b =
-            fixed_lanes::Codes(f.b[p], [&](int i) { return Real<kChecked>(st, p, s, i); });
-        fixed_lanes::EscapeQueue q;
-        q.words = tl.escapes;
-        q.limit = tl.limit;
-        q.rare = tl.rare_base;
-        fixed_lanes::StartBlock(b, st.lane, tl.has_rare, tl.block_nibble, tl.rare_base, q);
-        // The block's four entries; with kSkipRefills (the kernel's 1-2 token groups), without the
-        // queue's refill checks when every lane's escapes are already queued (almost every
-        // block), which drops a divergent branch per entry. Measured on the H100
-        // (bench/results/df11_gemv_h100_skip_refills_ab.log, three runs each, linears of an 8B
-        // step): 3 / 8 / 16 tokens 7.75-7.89 / 7.81-8.00 / 8.62-8.75 ms against 7.99-8.13 /
-        // 8.10-8.15 / 8.79-8.86; at 32-64 tokens the second copy of the entries spilled more (r = 4,
-        // 64 tokens: 360 bytes against 248) and lost 2%, so it stays off there.
-        auto entries = [&](auto refill) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const uint4 v = fixed_lanes::EntryWords<decltype(refill)::value>(b, i, q, st.t, w);
-            StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane,
-                           !kChecked || b.ok[i] ? v : make_uint4(0, 0, 0, 0));
-          }
-        };
-        if (!kSkipRefills || fixed_lanes::NeedsRefill(b, q)) {
-          entries(std::true_type{});
-        } else {
-          entries(std::false_type{});
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane, make_uint4(0, 0, 0, 0));
-      }
-    }
+  __device__ __forceinline__ void Store(typename Df11Loader::State& st, const typename Df11Loader::Fetched& f,
+                                        uint16_t* stage, int64_t s) const {
+    this->template Decode<kChecked, kSkipRefills>(st, f, s, [&](int p, int i, const uint4& v) {
+      StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane, v);
+    });
   }
 };
 
@@ -488,7 +388,7 @@ Status LaunchFixedTileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_
   return Dispatch<Df11Loader>(
       w.rows_per_tile, tokens,
       [&]<int kR>() {
-        return Df11Loader<kR>{w, sm};
+        return Df11Loader<kR>{{w, sm}};
       },
       x, bias, w.rows, w.cols, accumulate, y, stream);
 }

@@ -23,9 +23,13 @@
 
 #include "kernels/cuda_gemm.h"
 #include "kernels/cuda_ops_internal.cuh"
+#include "kernels/cuda_wgmma.cuh"
 
 namespace df11::cuda {
 namespace {
+
+using wgmma::Descriptor;
+using wgmma::Swizzled;
 
 constexpr int kBM = 128;  // W rows per CTA
 constexpr int kKC = 64;   // columns per stage: one 128-byte line per row
@@ -45,64 +49,6 @@ struct Geometry {
   static constexpr int kStageBytes = kWBytes + kXBytes;
   static constexpr int kSharedBytes = kStages * kStageBytes + 1024;  // + room to align to 1024
 };
-
-// Byte offset of 16-byte chunk c (0..7) of row r in a stage (128-byte swizzle).
-__device__ __forceinline__ uint32_t Swizzled(int r, int c) {
-  return static_cast<uint32_t>(r * 128 + ((c ^ (r & 7)) << 4));
-}
-
-// wgmma's shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle starting at
-// shared address `address`: swizzle mode 1 (bits 62-63), stride between 8-row groups 1024 bytes
-// (bits 32-45, in 16-byte units), leading offset unused (1), start address in 16-byte units.
-__device__ __forceinline__ uint64_t Descriptor(uint32_t address) {
-  return uint64_t{1} << 62 | uint64_t{1024 >> 4} << 32 | uint64_t{1} << 16 | ((address & 0x3FFFF) >> 4);
-}
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// d (+)= W stage rows · x stage tokens over 16 columns: wgmma m64n64k16, both operands K-major in
-// shared memory (descriptors a and b), fp32 accumulators; accumulate = false starts from zero.
-__device__ __forceinline__ void Wgmma64(float (&d)[32], uint64_t a, uint64_t b, bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
-      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, "
-      "1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
-}
-
-// d (+)= W stage rows · x stage tokens over 16 columns: wgmma m64n128k16, both operands K-major in
-// shared memory (descriptors a and b), fp32 accumulators; accumulate = false starts from zero.
-__device__ __forceinline__ void Wgmma128(float (&d)[64], uint64_t a, uint64_t b, bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
-      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
-      "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
-      "%57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
-        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
-}
-
-template <int kN>
-__device__ __forceinline__ void Wgmma(float (&d)[kN / 2], uint64_t a, uint64_t b, bool accumulate) {
-  if constexpr (kN == 64) {
-    Wgmma64(d, a, b, accumulate);
-  } else {
-    Wgmma128(d, a, b, accumulate);
-  }
-}
-#endif
 
 // Grid (ceil(n / kBM), splits); kThreads threads; Geometry<kN>::kSharedBytes of dynamic shared
 // memory. Split s takes columns [s * k_per_split, min(k, (s + 1) * k_per_split)). partial: null
@@ -156,19 +102,19 @@ __global__ void __launch_bounds__(kThreads, Geometry<kN>::kCtasPerSm)
   }
   for (int s = 0; s < stages; ++s) {
     CopyAsyncWait<kAhead - 1>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async's writes, for wgmma
-    __syncthreads();  // stage s is in; every warpgroup is done with stage s - 2, whose buffer refills
+    wgmma::FenceProxyAsync();  // cp.async's writes, for wgmma
+    __syncthreads();           // stage s is in; every warpgroup is done with stage s - 2, whose buffer refills
     if (s + kAhead < stages) load(s + kAhead);
     CopyAsyncCommit();
     const uint32_t ws = SharedAddress(shared + (s % G::kStages) * G::kStageBytes);
     const uint32_t wa = ws + g * 64 * 128, xa = ws + G::kWBytes;
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    wgmma::Fence();
 #pragma unroll
-    for (int kk = 0; kk < kKC / 16; ++kk) Wgmma<kN>(d, Descriptor(wa + 32 * kk), Descriptor(xa + 32 * kk), true);
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    for (int kk = 0; kk < kKC / 16; ++kk) wgmma::Wgmma<kN>(d, Descriptor(wa + 32 * kk), Descriptor(xa + 32 * kk), true);
+    wgmma::Commit();
+    wgmma::Wait<1>();
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  wgmma::Wait<0>();
   CopyAsyncWait<0>();
   // d[4 j + e]: row 64 g + 16 warp + lane / 4 + 8 (e / 2), token 8 j + 2 (lane % 4) + e % 2.
 #pragma unroll

@@ -98,6 +98,14 @@ Status Df11TileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign
 // lanes of FixedRowsPerTile(rows, cols) rows per tile, and cuda::TileGemmApplies.
 bool Df11TileGemmApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens);
 
+// The fused DF11 linear on the Hopper tensor cores (cuda_wgmma_tile.cu; sm_90a) for 1 <= T <=
+// cuda::kWgmmaTileMaxTokens: fixed lanes of 4 rows per tile decoded into shared memory stage by
+// stage, multiplied by wgmma as cuda::WgmmaTileGemm does (the same bits as WgmmaTileGemm on W's
+// BF16 twin with a `config` of the same warps, cuda_gemm.h). Operands as Df11Gemv's. INVALID_ARGUMENT for other lanes,
+// token counts or alignments; FAILED_PRECONDITION on a GPU that is not compute capability 9.0.
+Status Df11WgmmaTileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa, const float* bias,
+                         int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream, int config = 0);
+
 // W [rows, cols] as BF16 into out (16-byte aligned, row-major); sign_mantissa as for Df11Gemv. Asynchronous; returns
 // the launch error.
 Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa, uint16_t* out,

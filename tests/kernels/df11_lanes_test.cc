@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "kernels/cpu_ops.h"
 #include "kernels/df11_code.h"
 #include "kernels/df11_codec.h"
 #include "kernels/df11_lanes_fixed.h"
@@ -433,6 +434,75 @@ TEST(Df11LanesCuda, FusedTileGemmIsTileGemmBitForBit) {
             StatusCode::kInvalidArgument);
 }
 
+// The fused DF11 Hopper linear (fixed lanes of 4 rows per tile) vs WgmmaTileGemm on the BF16
+// twin in each configuration (configurations 0 and 1 cross: the same warps give the same bits),
+// and WgmmaTileGemm against the CPU's fp32 product.
+TEST(Df11LanesCuda, FusedWgmmaTileIsWgmmaTileBitForBit) {
+  REQUIRE_GPU();
+  if (!cuda::WgmmaGemmAvailable()) GTEST_SKIP() << "not a compute capability 9.0 GPU: WgmmaTileGemm not tested";
+  for (const auto& [twin_config, fused_config] :
+       {std::pair<int, int>{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}, {1, 0}, {0, 1}}) {
+    SCOPED_TRACE("BF16 configuration " + std::to_string(twin_config) + ", DF11 configuration " +
+                 std::to_string(fused_config));
+    ExpectFusedIsTwin(
+        {1, 8, 17, 33, 48, 64}, 4, 7,
+        [twin_config](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t,
+                      bool accumulate, uint16_t* y) {
+          const DeviceLanes& w = m.lanes[tiles].lanes();
+          return cuda::WgmmaTileGemm(x, m.plain.as<uint16_t>(), bias, t, w.rows, w.cols, accumulate, y, nullptr,
+                                     twin_config);
+        },
+        [fused_config](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t,
+                       bool accumulate, uint16_t* y) {
+          return Df11WgmmaTileGemm(x, m.lanes[tiles].lanes(), m.unit.unit().sign_mantissa, bias, t, accumulate, y,
+                                   nullptr, fused_config);
+        });
+  }
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{37, 264}, {130, 4096}, {1000, 1032}}) {
+    for (const int64_t tokens : {1, 33, 64}) {
+      SCOPED_TRACE(std::to_string(tokens) + " tokens, n " + std::to_string(n) + ", k " + std::to_string(k));
+      const auto x = testing::GaussianWeights(tokens * k, 1.0f, static_cast<uint32_t>(tokens + k));
+      const auto w = testing::GaussianWeights(n * k, 0.05f, static_cast<uint32_t>(n));
+      std::vector<float> want(tokens * n, 0.0f);
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t r = 0; r < n; ++r) {
+          double sum = 0;
+          for (int64_t c = 0; c < k; ++c)
+            sum += double{cpu::Bf16ToFloat(x[t * k + c])} * cpu::Bf16ToFloat(w[r * k + c]);
+          want[t * n + r] = static_cast<float>(sum);
+        }
+      }
+      const auto dx = Upload(x), dw = Upload(w);
+      const auto y = Upload(std::vector<uint16_t>(tokens * n, 0));
+      ASSERT_TRUE(cuda::WgmmaTileGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, false,
+                                      y.as<uint16_t>(), nullptr)
+                      .ok());
+      const auto got = Download<uint16_t>(y, tokens * n);
+      double err = 0, scale = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        err = std::max(err, std::fabs(double{cpu::Bf16ToFloat(got[i])} - want[i]));
+        scale = std::max(scale, std::fabs(double{want[i]}));
+      }
+      EXPECT_LE(err, 1e-2 * scale);
+    }
+  }
+  const auto x = Upload(std::vector<uint16_t>(size_t{65} * 64, 0));
+  const auto m = MakeMatrix(testing::GaussianWeights(size_t{8195} * 64, 0.02f, 3), 8195, 64);
+  EXPECT_EQ(Df11WgmmaTileGemm(x.as<uint16_t>(), m->lanes[2].lanes(), m->unit.unit().sign_mantissa, nullptr, 8, false,
+                              nullptr, nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);  // 1 row per tile
+  EXPECT_EQ(Df11WgmmaTileGemm(x.as<uint16_t>(), m->lanes[4].lanes(), m->unit.unit().sign_mantissa, nullptr, 65, false,
+                              nullptr, nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda::WgmmaTileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 1, 12, false, nullptr, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      cuda::WgmmaTileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 1, 64, false, nullptr, nullptr, 5).code(),
+      StatusCode::kInvalidArgument);
+}
+
 TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
   REQUIRE_GPU();
   auto fib = testing::FibonacciWeights(30, 6);  // codes up to 29 bits: the LUT walk
@@ -529,6 +599,19 @@ TEST(Df11LanesCuda, GarbageStreamsStayInBounds) {
     ASSERT_TRUE(Df11TileGemm(x8.as<uint16_t>(), up->lanes(), m->unit.unit().sign_mantissa, nullptr, 8, false,
                              out->as<uint16_t>(), nullptr)
                     .ok());
+    if (cuda::WgmmaGemmAvailable()) {  // the same garbage as 4 rows per tile, through the Hopper linear
+      auto lanes4 = BuildFixedLaneStreams(m->words, ExponentHistogram(m->words), rows, cols, 4, "garbage");
+      ASSERT_TRUE(lanes4.ok());
+      std::fill(lanes4->words.begin(), lanes4->words.end(), fill);
+      std::fill(lanes4->escapes.begin(), lanes4->escapes.end(), 0xFFFFFFFFu);
+      auto up4 = DeviceLanesBuffer::Upload(*lanes4, nullptr);
+      ASSERT_TRUE(up4.ok());
+      for (const int config : {0, 1, 2, 3, 4}) {
+        ASSERT_TRUE(Df11WgmmaTileGemm(x8.as<uint16_t>(), up4->lanes(), m->unit.unit().sign_mantissa, nullptr, 8, false,
+                                      out->as<uint16_t>(), nullptr, config)
+                        .ok());
+      }
+    }
     ASSERT_TRUE(cuda::Synchronize(nullptr).ok());
   }
   const auto x = Upload(std::vector<uint16_t>(8, 0));
