@@ -140,9 +140,10 @@ int Main(int argc, char** argv) {
       s_wgmma[ti] += s.per_step * wg;
       s_floor_bf16[ti] += s.per_step * floor_bf16;
       s_floor_df11[ti] += s.per_step * floor_df11;
-      std::printf("%-13s T=%-3lld today: DF11 Df11TileGemm %.4f ms, BF16 TileGemm %.4f; cuBLAS %.4f; WgmmaGemm %.4f; "
-                  "floors BF16 %.4f DF11 %.4f\n",
-                  s.name, static_cast<long long>(t), dt, bt, cub, wg, floor_bf16, floor_df11);
+      std::printf(
+          "%-13s T=%-3lld today: DF11 Df11TileGemm %.4f ms, BF16 TileGemm %.4f; cuBLAS %.4f; WgmmaGemm %.4f; "
+          "floors BF16 %.4f DF11 %.4f\n",
+          s.name, static_cast<long long>(t), dt, bt, cub, wg, floor_bf16, floor_df11);
       for (size_t wi = 0; wi < nw; ++wi) {
         const int config = static_cast<int>(configs[wi]);
         Check(Df11WgmmaTileGemm(x, c[0].fixed.lanes(), c[0].sm.as<uint8_t>(), nullptr, t, false, y, nullptr, config));
@@ -169,12 +170,13 @@ int Main(int argc, char** argv) {
         });
         s_df11_new[ti][wi] += s.per_step * df;
         s_bf16_new[ti][wi] += s.per_step * bf;
-        std::printf("    config %d: DF11 %.4f ms (%.3fx Df11TileGemm, %.0f G weights/s, %.0f%% of its floor), BF16 %.4f "
-                    "(%.3fx TileGemm, %.3fx cuBLAS, %.0f%% of its floor); DF11 != twin in %llu of %zu; twin vs cuBLAS "
-                    "%.2e\n",
-                    config, df, dt > 0 ? df / dt : 0.0, elements / (df * 1e6), 100 * floor_df11 / df, bf,
-                    bt > 0 ? bf / bt : 0.0, bf / cub, 100 * floor_bf16 / bf, static_cast<unsigned long long>(differ),
-                    got.size(), num / std::max(den, 1e-30));
+        std::printf(
+            "    config %d: DF11 %.4f ms (%.3fx Df11TileGemm, %.0f G weights/s, %.0f%% of its floor), BF16 %.4f "
+            "(%.3fx TileGemm, %.3fx cuBLAS, %.0f%% of its floor); DF11 != twin in %llu of %zu; twin vs cuBLAS "
+            "%.2e\n",
+            config, df, dt > 0 ? df / dt : 0.0, elements / (df * 1e6), 100 * floor_df11 / df, bf,
+            bt > 0 ? bf / bt : 0.0, bf / cub, 100 * floor_bf16 / bf, static_cast<unsigned long long>(differ),
+            got.size(), num / std::max(den, 1e-30));
         json += std::string(first ? "" : ", ") + "{\"linear\": \"" + s.name + "\", \"tokens\": " + std::to_string(t) +
                 ", \"config\": " + std::to_string(config) + ", \"df11_wgmma_tile_ms\": " + std::to_string(df) +
                 ", \"bf16_wgmma_tile_ms\": " + std::to_string(bf) + ", \"df11_tile_ms\": " + std::to_string(dt) +
@@ -190,16 +192,17 @@ int Main(int argc, char** argv) {
   json += "], \"steps\": [";
   std::printf("\nthese linears in one decode step (36 layers + lm_head), ms:\n");
   for (size_t ti = 0; ti < nt; ++ti) {
-    std::printf("  T=%lld: today DF11 %.3f, BF16 %.3f (%.3fx); cuBLAS %.3f, WgmmaGemm %.3f; floors BF16 %.3f, DF11 %.3f\n",
-                static_cast<long long>(token_counts[ti]), s_df11_tile[ti], s_bf16_tile[ti],
-                s_df11_tile[ti] / std::max(s_bf16_tile[ti], 1e-9), s_cublas[ti], s_wgmma[ti], s_floor_bf16[ti],
-                s_floor_df11[ti]);
+    std::printf(
+        "  T=%lld: today DF11 %.3f, BF16 %.3f (%.3fx); cuBLAS %.3f, WgmmaGemm %.3f; floors BF16 %.3f, DF11 %.3f\n",
+        static_cast<long long>(token_counts[ti]), s_df11_tile[ti], s_bf16_tile[ti],
+        s_df11_tile[ti] / std::max(s_bf16_tile[ti], 1e-9), s_cublas[ti], s_wgmma[ti], s_floor_bf16[ti],
+        s_floor_df11[ti]);
     json += std::string(ti ? ", " : "") + "{\"tokens\": " + std::to_string(token_counts[ti]) +
             ", \"df11_tile_ms\": " + std::to_string(s_df11_tile[ti]) +
-            ", \"bf16_tile_ms\": " + std::to_string(s_bf16_tile[ti]) + ", \"cublas_ms\": " + std::to_string(s_cublas[ti]) +
-            ", \"wgmma_gemm_ms\": " + std::to_string(s_wgmma[ti]) + ", \"floor_bf16_ms\": " +
-            std::to_string(s_floor_bf16[ti]) + ", \"floor_df11_ms\": " + std::to_string(s_floor_df11[ti]) +
-            ", \"new\": [";
+            ", \"bf16_tile_ms\": " + std::to_string(s_bf16_tile[ti]) +
+            ", \"cublas_ms\": " + std::to_string(s_cublas[ti]) + ", \"wgmma_gemm_ms\": " + std::to_string(s_wgmma[ti]) +
+            ", \"floor_bf16_ms\": " + std::to_string(s_floor_bf16[ti]) +
+            ", \"floor_df11_ms\": " + std::to_string(s_floor_df11[ti]) + ", \"new\": [";
     for (size_t wi = 0; wi < nw; ++wi) {
       std::printf("    config %lld: DF11 %.3f (%.3fx today's DF11), BF16 %.3f (%.3fx today's BF16); DF11/BF16 %.3f\n",
                   static_cast<long long>(configs[wi]), s_df11_new[ti][wi],

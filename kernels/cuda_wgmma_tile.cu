@@ -44,10 +44,10 @@ namespace {
 using cuda::wgmma::Descriptor;
 using cuda::wgmma::Swizzled;
 
-constexpr int kR = 4;           // rows per fixed-lanes tile
-constexpr int kTiles = 16;      // tiles per CTA
-constexpr int kRows = 64;       // W rows per CTA: one wgmma M
-constexpr int kCols = 256;      // columns per stage: one fixed-lanes block of each tile
+constexpr int kR = 4;                  // rows per fixed-lanes tile
+constexpr int kTiles = 16;             // tiles per CTA
+constexpr int kRows = 64;              // W rows per CTA: one wgmma M
+constexpr int kCols = 256;             // columns per stage: one fixed-lanes block of each tile
 constexpr int kBlockBytes = 64 * 128;  // one 64-column swizzled block of 64 rows (W) or 64 tokens (x)
 constexpr int kStageBytes = 4 * kBlockBytes;
 constexpr int kMaxTokens = 64;
@@ -73,7 +73,9 @@ struct Bf16Loader {
     int64_t row0;
     int tid;
   };
-  __device__ __forceinline__ State Begin(int64_t cta, int warp, int lane) const { return {cta * kRows, warp * 32 + lane}; }
+  __device__ __forceinline__ State Begin(int64_t cta, int warp, int lane) const {
+    return {cta * kRows, warp * 32 + lane};
+  }
   template <int kThreads>
   __device__ __forceinline__ void Issue(const State& st, uint8_t* stage, int64_t s) const {
 #pragma unroll
@@ -294,9 +296,9 @@ Status Launch(const Loader& ld, const uint16_t* x, const float* bias, int64_t n,
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared), "WgmmaTileKernel"));
     sized_device = device;
   }
-  cuda::LaunchDependentShared(kernel, dim3(static_cast<unsigned>((n + kRows - 1) / kRows)), dim3(kWarps * 32),
-                              kShared, reinterpret_cast<cudaStream_t>(stream), ld, x, bias, n, k,
-                              static_cast<int>(tokens), accumulate, y);
+  cuda::LaunchDependentShared(kernel, dim3(static_cast<unsigned>((n + kRows - 1) / kRows)), dim3(kWarps * 32), kShared,
+                              reinterpret_cast<cudaStream_t>(stream), ld, x, bias, n, k, static_cast<int>(tokens),
+                              accumulate, y);
   return cuda::CheckLaunch("WgmmaTileKernel");
 }
 
@@ -353,7 +355,8 @@ Status Df11WgmmaTileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t*
     case 1:
       return Launch<8>(Df11Loader<2, 2, 1>{{w, sign_mantissa}}, x, bias, w.rows, w.cols, tokens, accumulate, y, stream);
     case 2:
-      return Launch<16>(Df11Loader<1, 2, 1>{{w, sign_mantissa}}, x, bias, w.rows, w.cols, tokens, accumulate, y, stream);
+      return Launch<16>(Df11Loader<1, 2, 1>{{w, sign_mantissa}}, x, bias, w.rows, w.cols, tokens, accumulate, y,
+                        stream);
     case 3:
       return Launch<8>(Df11Loader<2, 1, 2>{{w, sign_mantissa}}, x, bias, w.rows, w.cols, tokens, accumulate, y, stream);
     case 4:
