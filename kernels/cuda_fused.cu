@@ -3,7 +3,9 @@
 // bits (tests/kernels/cuda_ops_test.cc compares them with the composition).
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_ops_internal.cuh"
@@ -13,7 +15,9 @@ namespace {
 
 constexpr int kMaxHeadDim = 256;
 constexpr int kPerLane = kMaxHeadDim / 32;
-constexpr int kItemWarps = 4;  // PrepareAttention: warps (head vectors) per block
+constexpr int kItemWarps = 4;         // PrepareAttention: warps (head vectors) per block
+constexpr int kVecWarps = 8;          // PrepareAttentionVecKernel: warps per block (one token)
+constexpr int64_t kManyTokens = 512;  // PrepareAttentionVecKernel: 6 head vectors a warp from here on
 
 cudaStream_t S(GpuStream s) { return reinterpret_cast<cudaStream_t>(s); }
 
@@ -139,6 +143,129 @@ __global__ void __launch_bounds__(32 * kItemWarps)
   }
 }
 
+// PrepareAttentionKernel's arithmetic for head_dim == DP in {64, 128, 256} (then RmsNorm's block
+// has DP threads, one element each, so its order is: each 32-element virtual warp's WarpSum
+// butterfly, then the virtual warps' totals in order), with each lane holding E = DP / 32
+// consecutive elements: one vector load and store per head vector instead of E two-byte ones. The
+// butterfly's step of distance m pairs a lane's element c with element c ^ m of the same lane
+// (m < E) or with element c of lane ^ (m / E); fp32 addition commutes, so every step gives the
+// bits WarpSum gives. Rope's pair (i, i + half) is one shuffle of distance half / E away (half % E
+// == 0). A block of kVecWarps warps serves one token; each warp kPerWarp head vectors (items
+// warp + kVecWarps j of the block's share), loaded together before any is processed.
+// Measured on the H100 against PrepareAttentionKernel (Qwen3-8B layer; attention_bench,
+// bench/results/attention_h100_prepare_vec_ab.log, two rounds each, alternating): a 2,048-token
+// prefill 0.0421-0.0423 ms a layer against 0.0701-0.0702; decode at batch 1 / 8 / 64 0.0051-0.0057
+// / 0.0057 / 0.0049-0.0054 against 0.0052-0.0053 / 0.0053-0.0058 / 0.0065, and at batch 128 with 6
+// vectors a warp 0.0087-0.0089 against 0.0081-0.0083 (hence kManyTokens 512). The model step
+// (model_step_h100_prepare_vec_run{1,2}.json against model_step_h100_session4_base_run{1,2}.json):
+// BF16 prefill 57.13-57.54 ms against 57.59-58.26, DF11 64.83-64.95 against 66.78-67.27; BF16
+// decode 0.03-0.23 ms faster at every batch.
+template <int DP, int kPerWarp>
+__global__ void __launch_bounds__(32 * kVecWarps)
+    PrepareAttentionVecKernel(PagedKvLayer cache, BatchLayout batch, int64_t num_heads, QkvRows src, QkNormRope p,
+                              uint16_t* q_out) {
+  constexpr int E = DP / 32;  // elements per lane; also RmsNorm's virtual warps
+  constexpr int W = E / 2;    // 32-bit words per lane
+  using Vec = std::conditional_t<E == 2, uint32_t, std::conditional_t<E == 4, uint2, uint4>>;
+  __shared__ float rope_cos[DP / 2], rope_sin[DP / 2];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = blockIdx.x, kv_heads = cache.num_kv_heads, items = num_heads + 2 * kv_heads;
+  const int32_t pos = batch.positions[t];
+  const int rope_half = static_cast<int>(p.rotary_dim / 2);
+  for (int i = threadIdx.x; i < rope_half; i += blockDim.x) {
+    float sn, cs;
+    sincosf(static_cast<float>(pos) * p.inv_freq[i], &sn, &cs);
+    rope_cos[i] = RoundBf16(cs);
+    rope_sin[i] = RoundBf16(sn);
+  }
+  const int64_t slot =
+      int64_t{batch.tables[batch.table_begin[batch.token_seq[t]] + pos / cache.block_size]} * cache.block_size +
+      pos % cache.block_size;
+  __syncthreads();
+  auto item_of = [&](int j) { return (int64_t{blockIdx.y} * kPerWarp + j) * kVecWarps + warp; };
+  auto source = [&](int64_t item) -> const uint16_t* {
+    if (item < num_heads) return src.q + t * src.q_stride + item * DP;
+    if (item < num_heads + kv_heads) return src.k + t * src.kv_stride + (item - num_heads) * DP;
+    return src.v + t * src.kv_stride + (item - num_heads - kv_heads) * DP;
+  };
+  Vec raw[kPerWarp];
+#pragma unroll
+  for (int j = 0; j < kPerWarp; ++j) {
+    const int64_t item = item_of(j);
+    if (item < items) raw[j] = reinterpret_cast<const Vec*>(source(item))[lane];
+  }
+#pragma unroll
+  for (int j = 0; j < kPerWarp; ++j) {
+    const int64_t item = item_of(j);
+    if (item >= items) break;                                                     // the same for the whole warp
+    const int kind = item < num_heads ? 0 : item < num_heads + kv_heads ? 1 : 2;  // q, k, v
+    uint32_t w[W];
+    std::memcpy(w, &raw[j], sizeof(w));
+    uint16_t x[E];
+#pragma unroll
+    for (int c = 0; c < E; ++c) x[c] = static_cast<uint16_t>(w[c / 2] >> (16 * (c % 2)));
+    const float* norm = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : nullptr;
+    if (norm != nullptr) {
+      float sq[E];
+#pragma unroll
+      for (int c = 0; c < E; ++c) {
+        const float v = Bf16ToFloat(x[c]);
+        sq[c] = v * v;
+      }
+#pragma unroll
+      for (int m = 16; m > 0; m >>= 1) {
+        if (m >= E) {
+#pragma unroll
+          for (int c = 0; c < E; ++c) sq[c] += __shfl_xor_sync(0xFFFFFFFFu, sq[c], m / E);
+        } else {
+          float next[E];
+#pragma unroll
+          for (int c = 0; c < E; ++c) next[c] = sq[c] + sq[c ^ m];
+#pragma unroll
+          for (int c = 0; c < E; ++c) sq[c] = next[c];
+        }
+      }
+      float total = 0;
+#pragma unroll
+      for (int v = 0; v < E; ++v) total += __shfl_sync(0xFFFFFFFFu, sq[0], v * (32 / E));
+      const float r = rsqrtf(total / static_cast<float>(DP) + p.eps);
+#pragma unroll
+      for (int c = 0; c < E; ++c) x[c] = NormElement(x[c], r, norm[lane * E + c], p.add_one);
+    }
+    const int half = kind == 2 ? 0 : rope_half;
+    if (half > 0) {  // the same for the whole warp
+      const int shift = half / E, first = lane * E;
+      const int from = first < half ? lane + shift : first < 2 * half ? lane - shift : lane;
+      uint32_t own[W], other[W];
+#pragma unroll
+      for (int q = 0; q < W; ++q) {
+        own[q] = static_cast<uint32_t>(x[2 * q]) | static_cast<uint32_t>(x[2 * q + 1]) << 16;
+        other[q] = __shfl_sync(0xFFFFFFFFu, own[q], from);
+      }
+      if (first < 2 * half) {
+#pragma unroll
+        for (int c = 0; c < E; ++c) {
+          const int e = first + c;
+          const float mine = Bf16ToFloat(x[c]),
+                      theirs = Bf16ToFloat(static_cast<uint16_t>(other[c / 2] >> (16 * (c % 2))));
+          if (e < half) {
+            x[c] = FloatToBf16(RoundBf16(mine * rope_cos[e]) - RoundBf16(theirs * rope_sin[e]));
+          } else {
+            x[c] = FloatToBf16(RoundBf16(mine * rope_cos[e - half]) + RoundBf16(theirs * rope_sin[e - half]));
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < W; ++q) w[q] = static_cast<uint32_t>(x[2 * q]) | static_cast<uint32_t>(x[2 * q + 1]) << 16;
+    uint16_t* out = kind == 0   ? q_out + (t * num_heads + item) * DP
+                    : kind == 1 ? cache.k + slot * kv_heads * DP + (item - num_heads) * DP
+                                : cache.v + slot * kv_heads * DP + (item - num_heads - kv_heads) * DP;
+    Vec v;
+    std::memcpy(&v, w, sizeof(w));
+    reinterpret_cast<Vec*>(out)[lane] = v;
+  }
+}
 }  // namespace
 
 Status AddRmsNorm(uint16_t* hidden, const uint16_t* y, const float* w, int64_t rows, int64_t dim, float eps,
@@ -166,6 +293,36 @@ Status PrepareAttention(const PagedKvLayer& cache, const BatchLayout& batch, int
   }
   if (batch.num_tokens == 0) return Status::Ok();
   const int64_t items = num_heads + 2 * cache.num_kv_heads;
+  // Head dims 64, 128 and 256 with vector-aligned rows and rope pairs: PrepareAttentionVecKernel,
+  // one block per token and 6 head vectors a warp from kManyTokens tokens (a prefill: the rope
+  // table once per token), one a warp below (decode: more warps in flight).
+  const int64_t e = d / 32;
+  const auto aligned = [&](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % (2 * e) == 0; };
+  if ((d == 64 || d == 128 || d == 256) && (params.rotary_dim / 2) % e == 0 && aligned(src.q) && aligned(src.k) &&
+      aligned(src.v) && src.q_stride % e == 0 && src.kv_stride % e == 0 && aligned(q_out) && aligned(cache.k) &&
+      aligned(cache.v)) {
+    const bool many = batch.num_tokens >= kManyTokens;
+    const int64_t per_block = kVecWarps * (many ? 6 : 1);
+    const dim3 vgrid(static_cast<unsigned>(batch.num_tokens),
+                     static_cast<unsigned>((items + per_block - 1) / per_block));
+    auto launch = [&]<int DP>() {
+      if (many) {
+        PrepareAttentionVecKernel<DP, 6>
+            <<<vgrid, 32 * kVecWarps, 0, S(stream)>>>(cache, batch, num_heads, src, params, q_out);
+      } else {
+        PrepareAttentionVecKernel<DP, 1>
+            <<<vgrid, 32 * kVecWarps, 0, S(stream)>>>(cache, batch, num_heads, src, params, q_out);
+      }
+    };
+    if (d == 64) {
+      launch.template operator()<64>();
+    } else if (d == 128) {
+      launch.template operator()<128>();
+    } else {
+      launch.template operator()<256>();
+    }
+    return CheckLaunch("PrepareAttentionVecKernel");
+  }
   const dim3 grid(static_cast<unsigned>(batch.num_tokens),
                   static_cast<unsigned>((items + kItemWarps - 1) / kItemWarps));
   PrepareAttentionKernel<<<grid, 32 * kItemWarps, 0, S(stream)>>>(cache, batch, num_heads, src, params, q_out);

@@ -248,72 +248,79 @@ TEST(CudaOps, PrepareAttentionIsSplitNormRopeWriteKvBitForBit) {
   for (const Shape& sh : {Shape{32, 8, 128, 128, true, false, true}, Shape{6, 2, 80, 80, false, false, false},
                           Shape{4, 2, 64, 48, true, true, true}, Shape{8, 4, 256, 256, true, true, false},
                           Shape{4, 2, 24, 24, false, false, true}, Shape{64, 8, 128, 128, true, false, true}}) {
-    SCOPED_TRACE("head_dim " + std::to_string(sh.head_dim) + " heads " + std::to_string(sh.heads));
-    const int64_t hd = sh.head_dim, qd = sh.heads * hd, kvd = sh.kv_heads * hd, block_size = 4, num_blocks = 9;
-    BatchArrays arrays;  // a decode at position 13 and a 4-token chunk at 2..5, scattered blocks
-    const std::vector<int32_t> table0 = {5, 0, 7, 2}, table1 = {8, 3};
-    arrays.AddSequence(13, 1, table0, block_size);
-    arrays.AddSequence(2, 4, table1, block_size);
-    const int64_t T = arrays.num_tokens();
-    std::vector<float> inv_freq(sh.rotary / 2);
-    for (int64_t i = 0; i < sh.rotary / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / sh.rotary);
-    const auto qkv = RandomBf16(T * (qd + 2 * kvd), 30, 3.0f);
-    const auto q_norm = ToFloat(RandomBf16(hd, 31, 0.5f)), k_norm = ToFloat(RandomBf16(hd, 32, 0.5f));
-    const auto pool = RandomBf16(num_blocks * block_size * kvd, 33);
-    auto dqkv = Upload(qkv), dqn = Upload(q_norm), dkn = Upload(k_norm), dfreq = Upload(inv_freq);
-    auto dpos = Upload(arrays.positions), dseq = Upload(arrays.token_seq), dbegin = Upload(arrays.table_begin),
-         dtables = Upload(arrays.tables);
-    BatchLayout batch;
-    batch.num_tokens = T;
-    batch.positions = dpos.as<int32_t>();
-    batch.token_seq = dseq.as<int32_t>();
-    batch.table_begin = dbegin.as<int32_t>();
-    batch.tables = dtables.as<int32_t>();
-    // The reference: the ops in turn over split q, k, v buffers.
-    auto q = Upload(std::vector<uint16_t>(T * qd)), k = Upload(std::vector<uint16_t>(T * kvd)),
-         v = Upload(std::vector<uint16_t>(T * kvd));
-    auto k_ref = Upload(pool), v_ref = Upload(pool), k_pool = Upload(pool), v_pool = Upload(pool);
-    ASSERT_TRUE(cuda::SplitColumns(dqkv.as<uint16_t>(), T, qd, kvd, kvd, q.as<uint16_t>(), k.as<uint16_t>(),
-                                   v.as<uint16_t>(), nullptr)
-                    .ok());
-    // The fused op reads either the fused rows or the split buffers (separate projections).
-    const uint16_t* base = dqkv.as<uint16_t>();
-    const cuda::QkvRows rows = sh.fused ? cuda::QkvRows{base, base + qd, base + qd + kvd, qd + 2 * kvd, qd + 2 * kvd}
-                                        : cuda::QkvRows{q.as<uint16_t>(), k.as<uint16_t>(), v.as<uint16_t>(), qd, kvd};
-    cuda::QkNormRope p;
-    p.q_norm = sh.norm ? dqn.as<float>() : nullptr;
-    p.k_norm = sh.norm ? dkn.as<float>() : nullptr;
-    p.eps = 1e-6f;
-    p.add_one = sh.add_one;
-    p.rotary_dim = sh.rotary;
-    p.inv_freq = dfreq.as<float>();
-    auto q_out = Upload(std::vector<uint16_t>(T * qd, 0xFFFF));
-    const cuda::PagedKvLayer fused_cache{
-        k_pool.as<uint16_t>(), v_pool.as<uint16_t>(), num_blocks, block_size, sh.kv_heads, hd};
-    ASSERT_TRUE(cuda::PrepareAttention(fused_cache, batch, sh.heads, rows, p, q_out.as<uint16_t>(), nullptr).ok());
-    ASSERT_TRUE(cuda::Synchronize(nullptr).ok());
-    if (sh.norm) {
-      ASSERT_TRUE(cuda::RmsNorm(q.as<uint16_t>(), dqn.as<float>(), T * sh.heads, hd, 1e-6f, sh.add_one,
-                                q.as<uint16_t>(), nullptr)
+    // A chunk of 520 tokens: PrepareAttention's kernel for prefills (kManyTokens).
+    for (const int64_t chunk : {int64_t{4}, int64_t{520}}) {
+      SCOPED_TRACE("head_dim " + std::to_string(sh.head_dim) + " heads " + std::to_string(sh.heads) + ", chunk " +
+                   std::to_string(chunk));
+      const int64_t hd = sh.head_dim, qd = sh.heads * hd, kvd = sh.kv_heads * hd, block_size = 4,
+                    num_blocks = chunk == 4 ? 9 : 140;
+      BatchArrays arrays;  // a decode at position 13 and a chunk at 2.., scattered blocks
+      std::vector<int32_t> table0 = {5, 0, 7, 2}, table1 = {8, 3};
+      for (int32_t b = 9; static_cast<int64_t>(table1.size()) * block_size < chunk + 2; ++b) table1.push_back(b);
+      arrays.AddSequence(13, 1, table0, block_size);
+      arrays.AddSequence(2, chunk, table1, block_size);
+      const int64_t T = arrays.num_tokens();
+      std::vector<float> inv_freq(sh.rotary / 2);
+      for (int64_t i = 0; i < sh.rotary / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / sh.rotary);
+      const auto qkv = RandomBf16(T * (qd + 2 * kvd), 30, 3.0f);
+      const auto q_norm = ToFloat(RandomBf16(hd, 31, 0.5f)), k_norm = ToFloat(RandomBf16(hd, 32, 0.5f));
+      const auto pool = RandomBf16(num_blocks * block_size * kvd, 33);
+      auto dqkv = Upload(qkv), dqn = Upload(q_norm), dkn = Upload(k_norm), dfreq = Upload(inv_freq);
+      auto dpos = Upload(arrays.positions), dseq = Upload(arrays.token_seq), dbegin = Upload(arrays.table_begin),
+           dtables = Upload(arrays.tables);
+      BatchLayout batch;
+      batch.num_tokens = T;
+      batch.positions = dpos.as<int32_t>();
+      batch.token_seq = dseq.as<int32_t>();
+      batch.table_begin = dbegin.as<int32_t>();
+      batch.tables = dtables.as<int32_t>();
+      // The reference: the ops in turn over split q, k, v buffers.
+      auto q = Upload(std::vector<uint16_t>(T * qd)), k = Upload(std::vector<uint16_t>(T * kvd)),
+           v = Upload(std::vector<uint16_t>(T * kvd));
+      auto k_ref = Upload(pool), v_ref = Upload(pool), k_pool = Upload(pool), v_pool = Upload(pool);
+      ASSERT_TRUE(cuda::SplitColumns(dqkv.as<uint16_t>(), T, qd, kvd, kvd, q.as<uint16_t>(), k.as<uint16_t>(),
+                                     v.as<uint16_t>(), nullptr)
                       .ok());
-      ASSERT_TRUE(cuda::RmsNorm(k.as<uint16_t>(), dkn.as<float>(), T * sh.kv_heads, hd, 1e-6f, sh.add_one,
-                                k.as<uint16_t>(), nullptr)
+      // The fused op reads either the fused rows or the split buffers (separate projections).
+      const uint16_t* base = dqkv.as<uint16_t>();
+      const cuda::QkvRows rows = sh.fused
+                                     ? cuda::QkvRows{base, base + qd, base + qd + kvd, qd + 2 * kvd, qd + 2 * kvd}
+                                     : cuda::QkvRows{q.as<uint16_t>(), k.as<uint16_t>(), v.as<uint16_t>(), qd, kvd};
+      cuda::QkNormRope p;
+      p.q_norm = sh.norm ? dqn.as<float>() : nullptr;
+      p.k_norm = sh.norm ? dkn.as<float>() : nullptr;
+      p.eps = 1e-6f;
+      p.add_one = sh.add_one;
+      p.rotary_dim = sh.rotary;
+      p.inv_freq = dfreq.as<float>();
+      auto q_out = Upload(std::vector<uint16_t>(T * qd, 0xFFFF));
+      const cuda::PagedKvLayer fused_cache{
+          k_pool.as<uint16_t>(), v_pool.as<uint16_t>(), num_blocks, block_size, sh.kv_heads, hd};
+      ASSERT_TRUE(cuda::PrepareAttention(fused_cache, batch, sh.heads, rows, p, q_out.as<uint16_t>(), nullptr).ok());
+      ASSERT_TRUE(cuda::Synchronize(nullptr).ok());
+      if (sh.norm) {
+        ASSERT_TRUE(cuda::RmsNorm(q.as<uint16_t>(), dqn.as<float>(), T * sh.heads, hd, 1e-6f, sh.add_one,
+                                  q.as<uint16_t>(), nullptr)
+                        .ok());
+        ASSERT_TRUE(cuda::RmsNorm(k.as<uint16_t>(), dkn.as<float>(), T * sh.kv_heads, hd, 1e-6f, sh.add_one,
+                                  k.as<uint16_t>(), nullptr)
+                        .ok());
+      }
+      ASSERT_TRUE(
+          cuda::ApplyRope(q.as<uint16_t>(), T, sh.heads, hd, sh.rotary, dpos.as<int32_t>(), dfreq.as<float>(), nullptr)
+              .ok());
+      ASSERT_TRUE(cuda::ApplyRope(k.as<uint16_t>(), T, sh.kv_heads, hd, sh.rotary, dpos.as<int32_t>(),
+                                  dfreq.as<float>(), nullptr)
                       .ok());
+      const cuda::PagedKvLayer ref_cache{k_ref.as<uint16_t>(), v_ref.as<uint16_t>(), num_blocks,
+                                         block_size,           sh.kv_heads,          hd};
+      ASSERT_TRUE(cuda::WriteKv(ref_cache, batch, k.as<uint16_t>(), v.as<uint16_t>(), nullptr).ok());
+      EXPECT_EQ(Download<uint16_t>(q_out, T * qd), Download<uint16_t>(q, T * qd));
+      const auto k_got = Download<uint16_t>(k_pool, pool.size());
+      EXPECT_EQ(k_got, Download<uint16_t>(k_ref, pool.size()));
+      EXPECT_EQ(Download<uint16_t>(v_pool, pool.size()), Download<uint16_t>(v_ref, pool.size()));
+      EXPECT_NE(k_got, pool);  // the new keys landed
     }
-    ASSERT_TRUE(
-        cuda::ApplyRope(q.as<uint16_t>(), T, sh.heads, hd, sh.rotary, dpos.as<int32_t>(), dfreq.as<float>(), nullptr)
-            .ok());
-    ASSERT_TRUE(
-        cuda::ApplyRope(k.as<uint16_t>(), T, sh.kv_heads, hd, sh.rotary, dpos.as<int32_t>(), dfreq.as<float>(), nullptr)
-            .ok());
-    const cuda::PagedKvLayer ref_cache{k_ref.as<uint16_t>(), v_ref.as<uint16_t>(), num_blocks,
-                                       block_size,           sh.kv_heads,          hd};
-    ASSERT_TRUE(cuda::WriteKv(ref_cache, batch, k.as<uint16_t>(), v.as<uint16_t>(), nullptr).ok());
-    EXPECT_EQ(Download<uint16_t>(q_out, T * qd), Download<uint16_t>(q, T * qd));
-    const auto k_got = Download<uint16_t>(k_pool, pool.size());
-    EXPECT_EQ(k_got, Download<uint16_t>(k_ref, pool.size()));
-    EXPECT_EQ(Download<uint16_t>(v_pool, pool.size()), Download<uint16_t>(v_ref, pool.size()));
-    EXPECT_NE(k_got, pool);  // the new keys landed
   }
 }
 
