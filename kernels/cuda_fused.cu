@@ -50,6 +50,16 @@ __global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const floa
   FinishRmsNorm<kChunk>(sum, row, w, dim, eps, add_one, dst);
 }
 
+// AddRmsNormKernel's bits by WarpRmsNormRow (rows of dim % 256 == 0): kVecNormWarps rows a block.
+__global__ void __launch_bounds__(32 * kVecNormWarps)
+    VecAddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const float* w, int64_t rows, int64_t dim, float eps,
+                        bool add_one, uint16_t* normed) {
+  AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
+  const int64_t r = int64_t{blockIdx.x} * kVecNormWarps + threadIdx.x / 32;
+  if (r >= rows) return;
+  WarpRmsNormRow(hidden + r * dim, y + r * dim, w, dim, eps, add_one, normed + r * dim);
+}
+
 // One warp per head vector: item i of token blockIdx.x is q head i (i < num_heads), then k heads,
 // then v heads. Lane l holds elements l + 32 j. The norm emulates RmsNormKernel's order: virtual
 // thread u of ThreadsFor(head_dim) sums elements u, u + threads, ... in turn; each virtual warp's
@@ -271,6 +281,11 @@ __global__ void __launch_bounds__(32 * kVecWarps)
 Status AddRmsNorm(uint16_t* hidden, const uint16_t* y, const float* w, int64_t rows, int64_t dim, float eps,
                   bool add_one, uint16_t* normed, GpuStream stream) {
   if (rows == 0) return Status::Ok();
+  if (VecNormApplies(rows, dim, hidden, y, normed, w)) {
+    VecAddRmsNormKernel<<<static_cast<unsigned>((rows + kVecNormWarps - 1) / kVecNormWarps), 32 * kVecNormWarps, 0,
+                          S(stream)>>>(hidden, y, w, rows, dim, eps, add_one, normed);
+    return CheckLaunch("VecAddRmsNormKernel");
+  }
   const dim3 grid(static_cast<unsigned>(rows)), block(ThreadsFor(dim));
   if (RowChunk(rows) == 16) {
     AddRmsNormKernel<16><<<grid, block, 0, S(stream)>>>(hidden, y, w, dim, eps, add_one, normed);

@@ -277,6 +277,17 @@ __global__ void RmsNormKernel(const uint16_t* x, const float* w, int64_t dim, fl
   FinishRmsNorm<kChunk>(sum, row, w, dim, eps, add_one, dst);
 }
 
+// RmsNormKernel's bits by WarpRmsNormRow (rows of dim % 256 == 0): kVecNormWarps rows a block.
+__global__ void __launch_bounds__(32 * kVecNormWarps)
+    VecRmsNormKernel(const uint16_t* x, const float* w, int64_t rows, int64_t dim, float eps, bool add_one,
+                     uint16_t* out) {
+  AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
+  const int64_t r = int64_t{blockIdx.x} * kVecNormWarps + threadIdx.x / 32;
+  if (r >= rows) return;
+  // x is only read (add is null): the cast lets WarpRmsNormRow serve AddRmsNorm too.
+  WarpRmsNormRow(const_cast<uint16_t*>(x + r * dim), nullptr, w, dim, eps, add_one, out + r * dim);
+}
+
 __global__ void RopeKernel(uint16_t* x, int64_t num_heads, int64_t head_dim, int64_t half, const int32_t* positions,
                            const float* inv_freq) {
   const int64_t t = blockIdx.x / num_heads;
@@ -408,6 +419,11 @@ cudaStream_t S(GpuStream s) { return reinterpret_cast<cudaStream_t>(s); }
 Status RmsNorm(const uint16_t* x, const float* w, int64_t rows, int64_t dim, float eps, bool add_one, uint16_t* out,
                GpuStream stream) {
   if (rows == 0) return Status::Ok();
+  if (VecNormApplies(rows, dim, x, out, nullptr, w)) {
+    VecRmsNormKernel<<<static_cast<unsigned>((rows + kVecNormWarps - 1) / kVecNormWarps), 32 * kVecNormWarps, 0,
+                       S(stream)>>>(x, w, rows, dim, eps, add_one, out);
+    return CheckLaunch("VecRmsNormKernel");
+  }
   const dim3 grid(static_cast<unsigned>(rows)), block(ThreadsFor(dim));
   if (RowChunk(rows) == 16) {
     RmsNormKernel<16><<<grid, block, 0, S(stream)>>>(x, w, dim, eps, add_one, out);

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/base/status.h"
 
@@ -197,6 +198,86 @@ __device__ __forceinline__ void FinishRmsNorm(float sum, const uint16_t* row, co
       const int i = base + k * nt;
       if (i < n) dst[i] = NormElement(x[k], r, wv[k], add_one);
     }
+  }
+}
+
+// The vector path of RmsNorm and AddRmsNorm for rows of `dim` % 256 == 0 (ThreadsFor(dim) = 256
+// virtual threads, thread u summing elements u, u + 256, ... in turn, then BlockSum): one warp per
+// row, lane l holding virtual threads 8 l .. 8 l + 7, whose elements 256 k + 8 l .. it reads as
+// one 16-byte vector per k. Each virtual thread's sum runs over k in order; BlockSum's butterfly
+// step of distance m pairs lane ^ (m / 8) (m >= 8) or element c ^ m of the same lane, and the
+// virtual warps' totals (lanes 4 w) add in order: the bits of RmsNormKernel. kVecNormWarps rows
+// a block, from kVecNormMinRows rows on. Measured on the H100 (model_step_bench, two rounds each,
+// alternating with main): at every row count (bench/results/ab_h100_vec_norm.log) a 2,048-token
+// prefill 55.39-56.43 ms against 56.65-57.55 (BF16), 63.83-64.11 against 64.36-64.70 (DF11), but
+// decode steps of 1-256 rows 0.6-0.9 ms slower (a warp's chunks of a row wait for each other: few
+// rows, few warps), so those keep the per-thread kernels; from 512 rows, on another machine
+// (ab_h100_vec_norm_512.log), prefill 53.55-54.47 against 53.20-54.63 (BF16) and 60.05-62.36
+// against 62.65 (DF11), decode unchanged: a gain of ~0.5 ms or less, inside the prefill's
+// run-to-run spread.
+constexpr int kVecNormWarps = 8;
+constexpr int64_t kVecNormMinRows = 512;
+inline bool VecNormApplies(int64_t rows, int64_t dim, const void* a, const void* b, const void* c, const void* w) {
+  const auto aligned = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return rows >= kVecNormMinRows && dim % 256 == 0 && aligned(a) && aligned(b) && aligned(c) && aligned(w);
+}
+
+// row: the row (add != null: hidden = bf16(hidden + add) is stored back first); dst[i] =
+// NormElement(row[i]) (dst may alias row). Every lane of the warp calls it.
+__device__ __forceinline__ void WarpRmsNormRow(uint16_t* row, const uint16_t* add, const float* w, int64_t dim,
+                                               float eps, bool add_one, uint16_t* dst) {
+  const int lane = threadIdx.x & 31;
+  const int chunks = static_cast<int>(dim / 256);
+  float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int k = 0; k < chunks; ++k) {
+    uint4* at = reinterpret_cast<uint4*>(row + 256 * k) + lane;
+    uint4 v = *at;
+    uint16_t e[8];
+    std::memcpy(e, &v, 16);
+    if (add != nullptr) {
+      const uint4 y = reinterpret_cast<const uint4*>(add + 256 * k)[lane];
+      uint16_t f[8];
+      std::memcpy(f, &y, 16);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) e[c] = FloatToBf16(Bf16ToFloat(e[c]) + Bf16ToFloat(f[c]));
+      std::memcpy(&v, e, 16);
+      *at = v;
+    }
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float x = Bf16ToFloat(e[c]);
+      sum[c] += x * x;
+    }
+  }
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    if (m >= 8) {
+#pragma unroll
+      for (int c = 0; c < 8; ++c) sum[c] += __shfl_xor_sync(0xFFFFFFFFu, sum[c], m / 8);
+    } else {
+      float next[8];
+#pragma unroll
+      for (int c = 0; c < 8; ++c) next[c] = sum[c] + sum[c ^ m];
+#pragma unroll
+      for (int c = 0; c < 8; ++c) sum[c] = next[c];
+    }
+  }
+  float total = 0;
+#pragma unroll
+  for (int v = 0; v < 8; ++v) total += __shfl_sync(0xFFFFFFFFu, sum[0], 4 * v);
+  const float r = rsqrtf(total / static_cast<float>(dim) + eps);
+  for (int k = 0; k < chunks; ++k) {
+    const uint4 v = reinterpret_cast<const uint4*>(row + 256 * k)[lane];
+    const float4 w0 = reinterpret_cast<const float4*>(w + 256 * k)[2 * lane];
+    const float4 w1 = reinterpret_cast<const float4*>(w + 256 * k)[2 * lane + 1];
+    const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    uint16_t e[8];
+    std::memcpy(e, &v, 16);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) e[c] = NormElement(e[c], r, wv[c], add_one);
+    uint4 o;
+    std::memcpy(&o, e, 16);
+    reinterpret_cast<uint4*>(dst + 256 * k)[lane] = o;
   }
 }
 

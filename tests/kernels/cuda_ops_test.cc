@@ -74,18 +74,19 @@ double RelError(const std::vector<float>& got, const std::vector<float>& want) {
 
 TEST(CudaOps, RmsNormMatchesCpu) {
   REQUIRE_GPU();
-  for (bool add_one : {false, true}) {
-    const int64_t rows = 37, dim = 200;
-    const auto x = RandomBf16(rows * dim, 1, 3.0f);
-    const auto w = ToFloat(RandomBf16(dim, 2, 0.5f));
-    std::vector<float> want(rows * dim);
-    cpu::RmsNorm(ToFloat(x).data(), w.data(), rows, dim, 1e-6f, add_one, want.data(), 1);
-    auto dx = Upload(x);
-    auto dw = Upload(w);
-    ASSERT_TRUE(
-        cuda::RmsNorm(dx.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one, dx.as<uint16_t>(), nullptr).ok());
-    EXPECT_LE(RelError(ToFloat(Download<uint16_t>(dx, rows * dim)), want), 1e-2) << "add_one " << add_one;
-  }
+  // The per-thread kernel, and the vector path (dim % 256 == 0, >= 512 rows).
+  for (const auto& [rows, dim] : {std::pair<int64_t, int64_t>{37, 200}, {600, 4096}})
+    for (bool add_one : {false, true}) {
+      const auto x = RandomBf16(rows * dim, 1, 3.0f);
+      const auto w = ToFloat(RandomBf16(dim, 2, 0.5f));
+      std::vector<float> want(rows * dim);
+      cpu::RmsNorm(ToFloat(x).data(), w.data(), rows, dim, 1e-6f, add_one, want.data(), 1);
+      auto dx = Upload(x);
+      auto dw = Upload(w);
+      ASSERT_TRUE(
+          cuda::RmsNorm(dx.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one, dx.as<uint16_t>(), nullptr).ok());
+      EXPECT_LE(RelError(ToFloat(Download<uint16_t>(dx, rows * dim)), want), 1e-2) << "add_one " << add_one;
+    }
 }
 
 TEST(CudaOps, RopeMatchesCpu) {
@@ -204,6 +205,49 @@ TEST(CudaOps, CopiesGathersAndAddAreExact) {
     for (int i = 0; i < 9; ++i) {
       const uint16_t got_v = i < 3 ? ha[r * 3 + i] : i < 5 ? hb[r * 2 + i - 3] : hc[r * 4 + i - 5];
       ASSERT_EQ(got_v, fused[r * 9 + i]);
+    }
+  }
+}
+
+// RmsNorm and AddRmsNorm's vector path (>= 512 rows of dim % 256 == 0, 16-byte aligned: one warp a row)
+// against their per-thread kernels, reached through rows that start 2 bytes off alignment: the
+// same bits (both keep RmsNormKernel's summation order).
+TEST(CudaOps, RmsNormVectorPathIsPerThreadPathBitForBit) {
+  REQUIRE_GPU();
+  for (const int64_t dim : {256, 4096, 5376}) {
+    for (const int64_t rows : {512, 600}) {
+      for (bool add_one : {false, true}) {
+        SCOPED_TRACE("dim " + std::to_string(dim) + " rows " + std::to_string(rows) + " add_one " +
+                     std::to_string(add_one));
+        const int64_t n = rows * dim;
+        const auto h = RandomBf16(n, 23, 4.0f), y = RandomBf16(n, 24, 2.0f);
+        const auto w = ToFloat(RandomBf16(dim, 25, 0.5f));
+        std::vector<uint16_t> h_off(n + 8, 0), y_off(n + 8, 0);
+        std::copy(h.begin(), h.end(), h_off.begin() + 1);
+        std::copy(y.begin(), y.end(), y_off.begin() + 1);
+        auto dh = Upload(h), dy = Upload(y), dw = Upload(w), dh_off = Upload(h_off), dy_off = Upload(y_off);
+        auto out = Upload(std::vector<uint16_t>(n, 0)), out_off = Upload(std::vector<uint16_t>(n + 8, 0));
+        ASSERT_TRUE(
+            cuda::RmsNorm(dh.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one, out.as<uint16_t>(), nullptr)
+                .ok());
+        ASSERT_TRUE(cuda::RmsNorm(dh_off.as<uint16_t>() + 1, dw.as<float>(), rows, dim, 1e-6f, add_one,
+                                  out_off.as<uint16_t>() + 1, nullptr)
+                        .ok());
+        auto got = Download<uint16_t>(out, n), want = Download<uint16_t>(out_off, n + 8);
+        EXPECT_EQ(got, std::vector<uint16_t>(want.begin() + 1, want.begin() + 1 + n));
+        ASSERT_TRUE(cuda::AddRmsNorm(dh.as<uint16_t>(), dy.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one,
+                                     out.as<uint16_t>(), nullptr)
+                        .ok());
+        ASSERT_TRUE(cuda::AddRmsNorm(dh_off.as<uint16_t>() + 1, dy_off.as<uint16_t>() + 1, dw.as<float>(), rows, dim,
+                                     1e-6f, add_one, out_off.as<uint16_t>() + 1, nullptr)
+                        .ok());
+        got = Download<uint16_t>(out, n);
+        want = Download<uint16_t>(out_off, n + 8);
+        EXPECT_EQ(got, std::vector<uint16_t>(want.begin() + 1, want.begin() + 1 + n));
+        const auto hidden = Download<uint16_t>(dh, n), hidden_off = Download<uint16_t>(dh_off, n + 8);
+        EXPECT_EQ(hidden, std::vector<uint16_t>(hidden_off.begin() + 1, hidden_off.begin() + 1 + n));
+        EXPECT_NE(hidden, h);  // the residual landed
+      }
     }
   }
 }
