@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(32 * kItemWarps)
 // / 0.0057 / 0.0049-0.0054 against 0.0052-0.0053 / 0.0053-0.0058 / 0.0065, and at batch 128 with 6
 // vectors a warp 0.0087-0.0089 against 0.0081-0.0083 (hence kManyTokens 512). The model step
 // (model_step_h100_prepare_vec_run{1,2}.json against model_step_h100_session4_base_run{1,2}.json):
-// BF16 prefill 57.13-57.54 ms against 57.59-58.26, DF11 64.83-64.95 against 66.78-67.27; BF16
+// BF16 prefill 57.13-57.54 ms against 57.59-58.26, DF11 64.82-64.95 against 66.78-67.27; BF16
 // decode 0.03-0.23 ms faster at every batch.
 template <int DP, int kPerWarp>
 __global__ void __launch_bounds__(32 * kVecWarps)
