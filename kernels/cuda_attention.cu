@@ -630,7 +630,9 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
   // until it fills the GPU's block slots; a bigger grid splits only long contexts (splits of 16
   // tiles or more), into the fewest splits that leave the last wave least idle, when that gains 5%
   // of the slots (at 512 keys, 3 splits of a 1.3-wave grid cost more in partial sums and the
-  // combine than the idle wave did; at 4,096 keys they gain 20%).
+  // combine than the idle wave did; at 4,096 keys they gain 20%). Splits of 8 tiles, which split
+  // 512 keys in two at batch 64 (2.6 waves) and 256 (4,096 blocks), were slower too: 0.073 / 0.223
+  // ms a layer against 0.066 / 0.203 (bench/results/attention_h100_split8_ab.log).
   const int64_t slots = d <= 64 ? DecodeSlots<64>() : d <= 128 ? DecodeSlots<128>() : DecodeSlots<256>();
   if (batch.split_workspace != nullptr && batch.max_keys > kTileKeys && slots > 0) {
     const int64_t tiles = (batch.max_keys + kTileKeys - 1) / kTileKeys;
