@@ -7,15 +7,17 @@
 // every tile. A stage of W is 64 rows x 256 columns in four 64-column blocks of the 128-byte
 // swizzle (cuda_wgmma.cuh), x's stage the same for 64 tokens (rows past T zero). Two loaders fill
 // W's stage with the same bits:
-//   Bf16Loader copies W by cp.async, two stages ahead of the multiply;
-//   Df11Loader decodes fixed lanes (df11_lanes_fixed_decode.cuh): warp w decodes its tiles' block,
-//     lane l's entry of tile row r being the 16-byte chunk l % 8 of block l / 8 of row r, while the
-//     tensor cores multiply the previous stage and the next stage's raw words load into registers.
+//   Bf16Loader copies W by cp.async (three stage buffers, two ahead of the multiply, or one);
+//   Df11Loader decodes fixed lanes (df11_tile_decoder.cuh): warp w decodes its tiles' block, lane
+//     l's entry of tile row r being the 16-byte chunk l % 8 of block l / 8 of row r (with two
+//     stage buffers while the tensor cores multiply the previous stage; with one, CTAs overlap).
+// x comes in by cp.async with W (BF16) or while W's stage decodes (DF11). The pipelines are the
+// `config` of WgmmaTileGemm (cuda_gemm.h).
 // Then every warpgroup g multiplies the stage's 64 rows by its kN = 64 / warpgroups tokens
 // (g kN ..) with 16 wgmma m64nNk16, one per 16 columns in column order: the same instructions on
 // the same bits for both loaders, so a DF11 matrix and its BF16 twin give the same bits.
 //
-// Reduction order, fixed for given (warps, K): per output, the stages in order, in each the 16
+// Reduction order, fixed for given (warps: 8 or 16, K): per output, the stages in order, in each the 16
 // column steps in order (inside a step the hardware's order), fp32; then the bias, then y's old
 // value, rounded to bf16 once.
 //
