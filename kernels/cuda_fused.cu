@@ -156,12 +156,10 @@ __global__ void __launch_bounds__(32 * kItemWarps)
 // PrepareAttentionKernel's arithmetic for head_dim == DP in {64, 128, 256} (then RmsNorm's block
 // has DP threads, one element each, so its order is: each 32-element virtual warp's WarpSum
 // butterfly, then the virtual warps' totals in order), with each lane holding E = DP / 32
-// consecutive elements: one vector load and store per head vector instead of E two-byte ones. The
-// butterfly's step of distance m pairs a lane's element c with element c ^ m of the same lane
-// (m < E) or with element c of lane ^ (m / E); fp32 addition commutes, so every step gives the
-// bits WarpSum gives. Rope's pair (i, i + half) is one shuffle of distance half / E away (half % E
-// == 0). A block of kVecWarps warps serves one token; each warp kPerWarp head vectors (items
-// warp + kVecWarps j of the block's share), loaded together before any is processed.
+// consecutive elements: one vector load and store per head vector instead of E two-byte ones, the
+// norm's sum by LaneBlockSum<E>. Rope's pair (i, i + half) is one shuffle of distance half / E
+// away (half % E == 0). A block of kVecWarps warps serves one token; each warp kPerWarp head
+// vectors (items warp + kVecWarps j of the block's share), loaded together before any is processed.
 // Measured on the H100 against PrepareAttentionKernel (Qwen3-8B layer; attention_bench,
 // bench/results/attention_h100_prepare_vec_ab.log, two rounds each, alternating): a 2,048-token
 // prefill 0.0421-0.0423 ms a layer against 0.0701-0.0702; decode at batch 1 / 8 / 64 0.0051-0.0057
@@ -222,23 +220,7 @@ __global__ void __launch_bounds__(32 * kVecWarps)
         const float v = Bf16ToFloat(x[c]);
         sq[c] = v * v;
       }
-#pragma unroll
-      for (int m = 16; m > 0; m >>= 1) {
-        if (m >= E) {
-#pragma unroll
-          for (int c = 0; c < E; ++c) sq[c] += __shfl_xor_sync(0xFFFFFFFFu, sq[c], m / E);
-        } else {
-          float next[E];
-#pragma unroll
-          for (int c = 0; c < E; ++c) next[c] = sq[c] + sq[c ^ m];
-#pragma unroll
-          for (int c = 0; c < E; ++c) sq[c] = next[c];
-        }
-      }
-      float total = 0;
-#pragma unroll
-      for (int v = 0; v < E; ++v) total += __shfl_sync(0xFFFFFFFFu, sq[0], v * (32 / E));
-      const float r = rsqrtf(total / static_cast<float>(DP) + p.eps);
+      const float r = rsqrtf(LaneBlockSum(sq) / static_cast<float>(DP) + p.eps);
 #pragma unroll
       for (int c = 0; c < E; ++c) x[c] = NormElement(x[c], r, norm[lane * E + c], p.add_one);
     }

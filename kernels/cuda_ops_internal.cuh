@@ -201,12 +201,38 @@ __device__ __forceinline__ void FinishRmsNorm(float sum, const uint16_t* row, co
   }
 }
 
+// BlockSum's total over a block of 32 E threads (E a power of two, 1 < E <= 32), each holding
+// one value, computed by one warp whose lane l holds in s[c] the value of thread E l + c: each
+// 32-thread warp's WarpSum butterfly (its step of distance m pairs element c ^ m of the same lane
+// when m < E, else element c of lane ^ (m / E); fp32 addition commutes, so every step gives
+// WarpSum's bits), then the warps' totals (at lanes (32 / E) w) added in order from 0. Every lane
+// gets the total; s is left holding each warp's sum.
+template <int E>
+__device__ __forceinline__ float LaneBlockSum(float (&s)[E]) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) {
+    if (m >= E) {
+#pragma unroll
+      for (int c = 0; c < E; ++c) s[c] += __shfl_xor_sync(0xFFFFFFFFu, s[c], m / E);
+    } else {
+      float next[E];
+#pragma unroll
+      for (int c = 0; c < E; ++c) next[c] = s[c] + s[c ^ m];
+#pragma unroll
+      for (int c = 0; c < E; ++c) s[c] = next[c];
+    }
+  }
+  float total = 0;
+#pragma unroll
+  for (int w = 0; w < E; ++w) total += __shfl_sync(0xFFFFFFFFu, s[0], w * (32 / E));
+  return total;
+}
+
 // The vector path of RmsNorm and AddRmsNorm for rows of `dim` % 256 == 0 (ThreadsFor(dim) = 256
 // virtual threads, thread u summing elements u, u + 256, ... in turn, then BlockSum): one warp per
 // row, lane l holding virtual threads 8 l .. 8 l + 7, whose elements 256 k + 8 l .. it reads as
-// one 16-byte vector per k. Each virtual thread's sum runs over k in order; BlockSum's butterfly
-// step of distance m pairs lane ^ (m / 8) (m >= 8) or element c ^ m of the same lane, and the
-// virtual warps' totals (lanes 4 w) add in order: the bits of RmsNormKernel. kVecNormWarps rows
+// one 16-byte vector per k. Each virtual thread's sum runs over k in order, then LaneBlockSum<8>:
+// the bits of RmsNormKernel. kVecNormWarps rows
 // a block, from kVecNormMinRows rows on. Measured on the H100 (model_step_bench, two rounds each,
 // alternating with main): at every row count (bench/results/ab_h100_vec_norm.log) a 2,048-token
 // prefill 55.39-56.43 ms against 56.65-57.55 (BF16), 63.83-64.11 against 64.36-64.70 (DF11), but
@@ -249,23 +275,7 @@ __device__ __forceinline__ void WarpRmsNormRow(uint16_t* row, const uint16_t* ad
       sum[c] += x * x;
     }
   }
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) {
-    if (m >= 8) {
-#pragma unroll
-      for (int c = 0; c < 8; ++c) sum[c] += __shfl_xor_sync(0xFFFFFFFFu, sum[c], m / 8);
-    } else {
-      float next[8];
-#pragma unroll
-      for (int c = 0; c < 8; ++c) next[c] = sum[c] + sum[c ^ m];
-#pragma unroll
-      for (int c = 0; c < 8; ++c) sum[c] = next[c];
-    }
-  }
-  float total = 0;
-#pragma unroll
-  for (int v = 0; v < 8; ++v) total += __shfl_sync(0xFFFFFFFFu, sum[0], 4 * v);
-  const float r = rsqrtf(total / static_cast<float>(dim) + eps);
+  const float r = rsqrtf(LaneBlockSum(sum) / static_cast<float>(dim) + eps);
   for (int k = 0; k < chunks; ++k) {
     const uint4 v = reinterpret_cast<const uint4*>(row + 256 * k)[lane];
     const float4 w0 = reinterpret_cast<const float4*>(w + 256 * k)[2 * lane];

@@ -227,25 +227,27 @@ TEST(CudaOps, RmsNormVectorPathIsPerThreadPathBitForBit) {
         std::copy(y.begin(), y.end(), y_off.begin() + 1);
         auto dh = Upload(h), dy = Upload(y), dw = Upload(w), dh_off = Upload(h_off), dy_off = Upload(y_off);
         auto out = Upload(std::vector<uint16_t>(n, 0)), out_off = Upload(std::vector<uint16_t>(n + 8, 0));
+        // The n elements of an offset buffer from element 1 on.
+        const auto from_one = [n](const cuda::DeviceBuffer& b) {
+          const auto v = Download<uint16_t>(b, n + 8);
+          return std::vector<uint16_t>(v.begin() + 1, v.begin() + 1 + n);
+        };
         ASSERT_TRUE(
             cuda::RmsNorm(dh.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one, out.as<uint16_t>(), nullptr)
                 .ok());
         ASSERT_TRUE(cuda::RmsNorm(dh_off.as<uint16_t>() + 1, dw.as<float>(), rows, dim, 1e-6f, add_one,
                                   out_off.as<uint16_t>() + 1, nullptr)
                         .ok());
-        auto got = Download<uint16_t>(out, n), want = Download<uint16_t>(out_off, n + 8);
-        EXPECT_EQ(got, std::vector<uint16_t>(want.begin() + 1, want.begin() + 1 + n));
+        EXPECT_EQ(Download<uint16_t>(out, n), from_one(out_off));
         ASSERT_TRUE(cuda::AddRmsNorm(dh.as<uint16_t>(), dy.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one,
                                      out.as<uint16_t>(), nullptr)
                         .ok());
         ASSERT_TRUE(cuda::AddRmsNorm(dh_off.as<uint16_t>() + 1, dy_off.as<uint16_t>() + 1, dw.as<float>(), rows, dim,
                                      1e-6f, add_one, out_off.as<uint16_t>() + 1, nullptr)
                         .ok());
-        got = Download<uint16_t>(out, n);
-        want = Download<uint16_t>(out_off, n + 8);
-        EXPECT_EQ(got, std::vector<uint16_t>(want.begin() + 1, want.begin() + 1 + n));
-        const auto hidden = Download<uint16_t>(dh, n), hidden_off = Download<uint16_t>(dh_off, n + 8);
-        EXPECT_EQ(hidden, std::vector<uint16_t>(hidden_off.begin() + 1, hidden_off.begin() + 1 + n));
+        EXPECT_EQ(Download<uint16_t>(out, n), from_one(out_off));
+        const auto hidden = Download<uint16_t>(dh, n);
+        EXPECT_EQ(hidden, from_one(dh_off));
         EXPECT_NE(hidden, h);  // the residual landed
       }
     }
