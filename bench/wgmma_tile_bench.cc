@@ -146,13 +146,12 @@ int Main(int argc, char** argv) {
           s.name, static_cast<long long>(t), dt, bt, cub, wg, floor_bf16, floor_df11);
       for (size_t wi = 0; wi < nw; ++wi) {
         const int config = static_cast<int>(configs[wi]);
-        Check(Df11WgmmaTileGemm(x, c[0].fixed.lanes(), c[0].sm.as<uint8_t>(), nullptr, t, false, y, nullptr, config));
-        Check(cuda::WgmmaTileGemm(x, c[0].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y2, nullptr, config));
-        Check(gemm.CublasGemm(x, c[0].plain.as<uint16_t>(), t, s.n, s.k, false, y + 0));  // overwritten below
+        // Bits: DF11 against the twin; the twin against cuBLAS (into y first, then DF11's).
+        Check(gemm.CublasGemm(x, c[0].plain.as<uint16_t>(), t, s.n, s.k, false, y));
         CK(cudaDeviceSynchronize());
-        // Bits: DF11 against the twin (run again: y now holds cuBLAS's).
         const std::vector<uint16_t> want_cublas = Fetch(y, t * s.n);
         Check(Df11WgmmaTileGemm(x, c[0].fixed.lanes(), c[0].sm.as<uint8_t>(), nullptr, t, false, y, nullptr, config));
+        Check(cuda::WgmmaTileGemm(x, c[0].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y2, nullptr, config));
         CK(cudaDeviceSynchronize());
         const std::vector<uint16_t> got = Fetch(y, t * s.n), twin = Fetch(y2, t * s.n);
         uint64_t differ = 0;
