@@ -89,6 +89,10 @@ __device__ __forceinline__ int64_t SplitKeys(int64_t span, int splits) {
 // causal prefill's waves (before, the grid's last blocks were the last KV head's longest tiles):
 // 2,048 tokens 0.181-0.182 ms a layer against 0.270-0.272, 4,096 tokens 0.632-0.636 against
 // 0.789-0.796; decode unchanged (attention_h100_lpt_ab.log, three runs each, alternating).
+// Decode with one stage to fit 4 or 5 blocks per SM (a 64-sequence grid of 512 blocks then runs
+// in one wave instead of 1.3) was slower (attention_h100_decode_occupancy_ab.log, two runs each):
+// batch 64 over 512 keys 0.072-0.073 ms a layer at 4 blocks, 0.097 at 5, against 0.066; batch 8
+// 0.030-0.031 against 0.023-0.024: the second stage hides more than the extra blocks do.
 constexpr int Stages(int dp, int row_warps) { return row_warps == 1 && dp <= 128 ? 2 : 1; }
 
 // Blocks per SM the compiler must fit in registers: two prefill-mode blocks up to DP 128, whose
