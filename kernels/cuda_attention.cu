@@ -170,8 +170,6 @@ template <int DP, int kRowWarps>
 __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
     AttentionKernel(PagedKvLayer cache, BatchLayout batch, AttentionParams p, Split g, const uint16_t* q,
                     uint16_t* out) {
-  // The next kernel may be a Gemv that prefetches its weights meanwhile.
-  AllowDependents();
   constexpr int kMT = kRowWarps > 1 ? PrefillMTiles(DP) : 1;  // m16 row tiles per warp
   constexpr int kRows = 16 * kMT * kRowWarps;                 // query rows of the block
   constexpr int kKeyWarps = kWarps / kRowWarps;               // warps sharing one row set
@@ -200,12 +198,6 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
   const int rows = static_cast<int>(n_tok) * g.nh;
   auto q_row = [&](int r) { return (t0 + r / g.nh) * p.num_heads + head0 + r % g.nh; };  // [T * heads] row
 
-  for (int idx = threadIdx.x; idx < kRows * (DP / 8); idx += kThreads) {
-    const int r = idx / (DP / 8), c = idx % (DP / 8);
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (r < rows && c * 8 < d) value = *reinterpret_cast<const uint4*>(q + q_row(r) * d + c * 8);
-    *reinterpret_cast<uint4*>(q_s + r * kLd + c * 8) = value;
-  }
   const int32_t* table = batch.tables + batch.table_begin[batch.token_seq[t0]];
   int64_t hi = batch.positions[t0 + n_tok - 1];
   int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
@@ -256,8 +248,20 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
   // registers for every tile instead of coming from shared memory each time.
   constexpr bool kQInRegisters = kRowWarps == 1 && DP <= 128;
   uint32_t q_frag[kQInRegisters ? DP / 16 : 1][4];
+  if (tiles > 0) FillSlots(cache, table, lo, hi, slot_s);
+  // Everything above reads the batch and the block table only; q and the new tokens' keys and values
+  // come from the previous kernel (PrepareAttention; this launch is its programmatic dependent).
+  WaitPrevious();
+  // Only now (no launch two kernels ahead): the next kernel may be a Gemv that prefetches its
+  // weights meanwhile, or the combine.
+  AllowDependents();
+  for (int idx = threadIdx.x; idx < kRows * (DP / 8); idx += kThreads) {
+    const int r = idx / (DP / 8), c = idx % (DP / 8);
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (r < rows && c * 8 < d) value = *reinterpret_cast<const uint4*>(q + q_row(r) * d + c * 8);
+    *reinterpret_cast<uint4*>(q_s + r * kLd + c * 8) = value;
+  }
   if (tiles > 0) {
-    FillSlots(cache, table, lo, hi, slot_s);
     __syncthreads();
     IssueTile<DP>(cache, slot_s, kv_head, kLd, k_s, v_s);
     CopyAsyncCommit();
@@ -492,29 +496,60 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
 }
 
 // out = bf16(merged O / merged sum) over the used splits of each decode-mode block, in split order.
-// Grid (tiles, KV heads, head chunks), one thread per (row, dim).
-__global__ void CombineKernel(BatchLayout batch, AttentionParams p, Split g, int64_t d, uint16_t* out) {
-  AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
+// Grid (tiles, KV heads, head chunks), kCombineThreads threads, one per (row, dim) of the block's
+// rows (looping past kCombineThreads). Each thread issues the loads of kCombineBatch splits at a
+// time before using them (the sums still run in split order), and the block is a programmatic
+// dependent of the attention launch: it reads the batch before waiting for the partials. With the
+// attention launched as a dependent of PrepareAttention, measured on the H100 (attention_bench,
+// bench/results/ab_h100_combine.log, two runs each; the combine had 128 threads, one load at a
+// time): decode at batch 1 / 8 over 512 keys 0.0104 / 0.0167-0.0170 ms a layer against
+// 0.0173-0.0181 / 0.0230-0.0231 (ncu: the combine alone 10 us of 18).
+constexpr int kCombineThreads = 512;
+constexpr int kCombineBatch = 8;
+__global__ void __launch_bounds__(kCombineThreads)
+    CombineKernel(BatchLayout batch, AttentionParams p, Split g, int64_t d, uint16_t* out) {
   const int64_t t0 = batch.tiles[2 * blockIdx.x], n_tok = batch.tiles[2 * blockIdx.x + 1];
   const int64_t group = p.num_heads / gridDim.y;
   const int64_t head0 = blockIdx.y * group + int64_t{blockIdx.z} * g.nh;
   const int64_t hi = batch.positions[t0 + n_tok - 1];
   const int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
   const int64_t per = SplitKeys(hi - lo + 1, g.splits);
-  const int64_t used = min(int64_t{g.splits}, (hi - lo + per) / per);
+  const int used = static_cast<int>(min(int64_t{g.splits}, (hi - lo + per) / per));
   const int64_t block = (int64_t{blockIdx.x} * gridDim.y + blockIdx.y) * gridDim.z + blockIdx.z;
   const float* part = g.workspace + block * g.splits * kDecodeRows * (2 + d);
   const int64_t rows = n_tok * g.nh, stride = kDecodeRows * (2 + d);
+  WaitPrevious();     // the partials come from the attention launch
+  AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
   for (int64_t idx = threadIdx.x; idx < rows * d; idx += blockDim.x) {
     const int64_t r = idx / d, dim = idx % d;
+    const float* row = part + r * (2 + d);
     float top = -INFINITY;
-    for (int64_t s = 0; s < used; ++s) top = fmaxf(top, part[s * stride + r * (2 + d)]);
+    for (int s0 = 0; s0 < used; s0 += kCombineBatch) {
+      float m[kCombineBatch];
+#pragma unroll
+      for (int j = 0; j < kCombineBatch; ++j) m[j] = s0 + j < used ? row[(s0 + j) * stride] : -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kCombineBatch; ++j) top = fmaxf(top, m[j]);
+    }
     float sum = 0.0f, acc = 0.0f;
-    for (int64_t s = 0; s < used; ++s) {
-      const float* pr = part + s * stride + r * (2 + d);
-      const float wt = Weight(pr[0], top);
-      sum += pr[1] * wt;
-      acc += pr[2 + dim] * wt;
+    for (int s0 = 0; s0 < used; s0 += kCombineBatch) {
+      float m[kCombineBatch], l[kCombineBatch], o[kCombineBatch];
+#pragma unroll
+      for (int j = 0; j < kCombineBatch; ++j) {
+        const float* pr = row + (s0 + j) * stride;
+        const bool live = s0 + j < used;
+        m[j] = live ? pr[0] : -INFINITY;
+        l[j] = live ? pr[1] : 0.0f;
+        o[j] = live ? pr[2 + dim] : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kCombineBatch; ++j) {
+        if (s0 + j < used) {
+          const float wt = Weight(m[j], top);
+          sum += l[j] * wt;
+          acc += o[j] * wt;
+        }
+      }
     }
     out[((t0 + r / g.nh) * p.num_heads + head0 + r % g.nh) * d + dim] = FloatToBf16(acc / sum);
   }
@@ -551,8 +586,8 @@ template <int DP, int kRowWarps>
 Status Launch(const dim3& grid, const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
               const Split& g, const uint16_t* q, uint16_t* out, cudaStream_t stream) {
   DF11_RETURN_IF_ERROR((AllowShared<DP, kRowWarps>()));
-  AttentionKernel<DP, kRowWarps>
-      <<<grid, kThreads, SharedBytes<DP, kRowWarps>(), stream>>>(cache, batch, params, g, q, out);
+  LaunchDependentShared(AttentionKernel<DP, kRowWarps>, grid, dim3(kThreads), SharedBytes<DP, kRowWarps>(), stream,
+                        cache, batch, params, g, q, out);
   return CheckLaunch("AttentionKernel");
 }
 
@@ -661,7 +696,7 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
   g.workspace = batch.split_workspace;
   const dim3 split_grid(grid.x, grid.y, static_cast<unsigned>(chunks * g.splits));
   DF11_RETURN_IF_ERROR(LaunchFor<1>(d, split_grid, cache, batch, params, g, q, out, s));
-  CombineKernel<<<grid, 128, 0, s>>>(batch, params, g, d, out);
+  LaunchDependent(CombineKernel, grid, dim3(kCombineThreads), s, batch, params, g, d, out);
   return CheckLaunch("CombineKernel");
 }
 

@@ -23,14 +23,47 @@ cudaStream_t S(GpuStream s) { return reinterpret_cast<cudaStream_t>(s); }
 
 // hidden = bf16(hidden + y), then normed = RmsNormKernel's output for the new hidden: the same
 // per-thread sums (ThreadsFor(dim) threads, strided) and FinishRmsNorm, in chunks (RowChunk).
+// A row of one chunk (dim <= kChunk * ThreadsFor(dim): 4,096 at 16) stays in registers between
+// the sum and the norm, its weights loaded first (before the wait for the kernel that wrote y when
+// launched as its dependent, kDependentMaxRows); longer rows go through FinishRmsNorm. The same
+// bits either way.
 template <int kChunk>
 __global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const float* w, int64_t dim, float eps,
                                  bool add_one, uint16_t* normed) {
-  AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
   uint16_t* row = hidden + blockIdx.x * dim;
   const uint16_t* add = y + blockIdx.x * dim;
   uint16_t* dst = normed + blockIdx.x * dim;
   const int n = static_cast<int>(dim), tid = static_cast<int>(threadIdx.x), nt = static_cast<int>(blockDim.x);
+  if (n <= kChunk * nt) {
+    float wv[kChunk];
+    LoadChunk(wv, w, tid, nt, n);
+    WaitPrevious();
+    AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
+    uint16_t a[kChunk], b[kChunk];
+    LoadChunk(a, static_cast<const uint16_t*>(row), tid, nt, n);
+    LoadChunk(b, add, tid, nt, n);
+    float sum = 0;
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) {
+      const int i = tid + k * nt;
+      if (i < n) {
+        a[k] = FloatToBf16(Bf16ToFloat(a[k]) + Bf16ToFloat(b[k]));
+        row[i] = a[k];
+        const float v = Bf16ToFloat(a[k]);
+        sum += v * v;
+      }
+    }
+    __shared__ float warp_sums[32];
+    const float r = rsqrtf(BlockSum(sum, warp_sums) / static_cast<float>(dim) + eps);
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) {
+      const int i = tid + k * nt;
+      if (i < n) dst[i] = NormElement(a[k], r, wv[k], add_one);
+    }
+    return;
+  }
+  WaitPrevious();
+  AllowDependents();
   float sum = 0;
   for (int base = tid; base < n; base += kChunk * nt) {
     uint16_t a[kChunk], b[kChunk];
@@ -74,6 +107,7 @@ __global__ void __launch_bounds__(32 * kVecNormWarps)
 __global__ void __launch_bounds__(32 * kItemWarps)
     PrepareAttentionKernel(PagedKvLayer cache, BatchLayout batch, int64_t num_heads, QkvRows src, QkNormRope p,
                            uint16_t* q_out) {
+  AllowDependents();  // the attention launch may start and read its batch meanwhile
   __shared__ uint16_t staged[kItemWarps][kMaxHeadDim];
   __shared__ float rope_cos[kMaxHeadDim / 2], rope_sin[kMaxHeadDim / 2];  // the token's, bf16-rounded
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -175,6 +209,7 @@ __global__ void __launch_bounds__(32 * kVecWarps)
   constexpr int E = DP / 32;  // elements per lane; also RmsNorm's virtual warps
   constexpr int W = E / 2;    // 32-bit words per lane
   using Vec = std::conditional_t<E == 2, uint32_t, std::conditional_t<E == 4, uint2, uint4>>;
+  AllowDependents();  // the attention launch may start and read its batch meanwhile
   __shared__ float rope_cos[DP / 2], rope_sin[DP / 2];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.x, kv_heads = cache.num_kv_heads, items = num_heads + 2 * kv_heads;
@@ -269,7 +304,9 @@ Status AddRmsNorm(uint16_t* hidden, const uint16_t* y, const float* w, int64_t r
     return CheckLaunch("VecAddRmsNormKernel");
   }
   const dim3 grid(static_cast<unsigned>(rows)), block(ThreadsFor(dim));
-  if (RowChunk(rows) == 16) {
+  if (RowChunk(rows) == 16 && rows <= kDependentMaxRows) {
+    LaunchDependent(AddRmsNormKernel<16>, grid, block, S(stream), hidden, y, w, dim, eps, add_one, normed);
+  } else if (RowChunk(rows) == 16) {
     AddRmsNormKernel<16><<<grid, block, 0, S(stream)>>>(hidden, y, w, dim, eps, add_one, normed);
   } else {
     AddRmsNormKernel<8><<<grid, block, 0, S(stream)>>>(hidden, y, w, dim, eps, add_one, normed);

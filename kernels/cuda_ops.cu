@@ -319,7 +319,8 @@ __device__ __forceinline__ uint16_t Gated(Activation act, uint16_t gate, uint16_
 // One element per thread and step: any strides.
 __global__ void GatedActivationKernel(Activation act, const uint16_t* gate, int64_t gate_stride, const uint16_t* up,
                                       int64_t up_stride, int64_t inter, uint16_t* out) {
-  AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
+  WaitPrevious();     // gate and up come from the previous kernel (launched as its dependent)
+  AllowDependents();  // then (no launch two kernels ahead) the next may be a Gemv that prefetches
   const int64_t t = blockIdx.y;
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < inter; i += gridDim.x * blockDim.x) {
     out[t * inter + i] = Gated(act, gate[t * gate_stride + i], up[t * up_stride + i]);
@@ -330,7 +331,8 @@ __global__ void GatedActivationKernel(Activation act, const uint16_t* gate, int6
 // multiple of 8): the same values.
 __global__ void GatedActivationKernel8(Activation act, const uint16_t* gate, int64_t gate_stride, const uint16_t* up,
                                        int64_t up_stride, int64_t inter, uint16_t* out) {
-  AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
+  WaitPrevious();     // gate and up come from the previous kernel (launched as its dependent)
+  AllowDependents();  // then (no launch two kernels ahead) the next may be a Gemv that prefetches
   const int64_t t = blockIdx.y;
   for (int64_t c = blockIdx.x * blockDim.x + threadIdx.x; c < inter / 8; c += gridDim.x * blockDim.x) {
     const uint4 gv = *reinterpret_cast<const uint4*>(gate + t * gate_stride + c * 8);
@@ -449,7 +451,12 @@ Status GatedActivation(Activation act, const uint16_t* gate, int64_t gate_stride
   };
   if (inter % 8 == 0 && aligned(gate, gate_stride) && aligned(up, up_stride) && aligned(out, inter)) {
     const dim3 grid(static_cast<unsigned>((inter / 8 + 127) / 128), static_cast<unsigned>(tokens));
-    GatedActivationKernel8<<<grid, 128, 0, S(stream)>>>(act, gate, gate_stride, up, up_stride, inter, out);
+    if (tokens <= kDependentMaxRows) {
+      LaunchDependent(GatedActivationKernel8, grid, dim3(128), S(stream), act, gate, gate_stride, up, up_stride, inter,
+                      out);
+    } else {
+      GatedActivationKernel8<<<grid, 128, 0, S(stream)>>>(act, gate, gate_stride, up, up_stride, inter, out);
+    }
     return CheckLaunch("GatedActivationKernel8");
   }
   const dim3 grid(static_cast<unsigned>((inter + 255) / 256), static_cast<unsigned>(tokens));

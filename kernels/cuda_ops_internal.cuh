@@ -82,6 +82,15 @@ cudaError_t LaunchDependentShared(void (*kernel)(Params...), dim3 grid, dim3 blo
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
+// Row-wise ops after a linear (AddRmsNorm, GatedActivation) launch as dependents only for up to
+// kDependentMaxRows rows, where the linear before them is a GEMV; after the tensor-core tile linear
+// (3-64 rows) their early blocks cost more than the launch they hide. Measured on the H100
+// (model_step_bench, bench/results/ab_h100_dependents.log, two runs each): as dependents at
+// every row count, BF16 batch 1 / 8 / 64 6.09-6.12 / 6.50-6.56 / 12.12-12.17 ms, DF11 7.55 /
+// 8.77-8.87 / 16.47-16.57; launched plainly 6.16-6.23 / 6.52-6.57 / 11.33-11.43 and 7.51-7.73 /
+// 8.40-8.49 / 15.59-15.84.
+inline constexpr int64_t kDependentMaxRows = 2;
+
 // LaunchDependentShared without dynamic shared memory.
 template <typename... Params, typename... Args>
 cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {

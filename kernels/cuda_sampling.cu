@@ -144,16 +144,76 @@ __device__ int64_t BlockPrefixCut(int64_t n, double target, bool strict, F f, do
   return out;
 }
 
+// One slice of a row's raw logits: whether it has NaN and its best candidate.
+struct SliceScan {
+  Candidate best;
+  int32_t nan;
+};
+// Slices per row: the rows' two passes over the vocabulary (NaN check, greedy argmax) spread
+// over the GPU instead of one block a row (H100, 151,936 logits: RowKernel took ~65 us alone).
+constexpr int kSlices = 64;
+constexpr int kSliceThreads = 256;
+
+// Grid (kSlices, rows): slice blockIdx.x of row blockIdx.y, its part of ceil(vocab / kSlices).
+__global__ void __launch_bounds__(kSliceThreads) SliceKernel(const float* logits, int64_t vocab, SliceScan* scans) {
+  __shared__ Candidate warp_best[kSliceThreads / 32];
+  __shared__ int warp_nan[kSliceThreads / 32];
+  const float* x = logits + blockIdx.y * vocab;
+  const int64_t len = (vocab + kSlices - 1) / kSlices, begin = blockIdx.x * len, end = min(vocab, begin + len);
+  Candidate best{0.0f, -1};
+  int nan = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kSliceThreads) {
+    const float v = x[i];
+    nan |= isnan(v) ? 1 : 0;
+    best = Better(best, {v, static_cast<int32_t>(i)});
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    Candidate other{__shfl_down_sync(0xffffffffu, best.value, offset), __shfl_down_sync(0xffffffffu, best.id, offset)};
+    best = Better(best, other);
+    nan |= __shfl_down_sync(0xffffffffu, nan, offset);
+  }
+  if (threadIdx.x % 32 == 0) {
+    warp_best[threadIdx.x / 32] = best;
+    warp_nan[threadIdx.x / 32] = nan;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kSliceThreads / 32; ++w) {
+      best = Better(best, warp_best[w]);
+      nan |= warp_nan[w];
+    }
+    scans[blockIdx.y * kSlices + blockIdx.x] = {best, nan};
+  }
+}
+
 // Per row: NaN check, the raw row's log-softmax statistics and top logprobs, penalties in place,
 // and the greedy token. Grid: rows; block: kThreads; dynamic shared: chunk sums of the vocabulary.
+// scans: SliceKernel's kSlices partials of each row, or null (then the block scans the row itself).
+// The candidates' order is total, so the best of the slices' bests is the row's best: the same
+// NaN verdict, maximum and greedy token either way (rows with penalties scan their penalised row).
 __global__ void RowKernel(float* logits, int64_t vocab, const DeviceSampleRow* params, PenaltyEntry* entries,
-                          SampledRow* out) {
+                          const SliceScan* scans, SampledRow* out) {
   extern __shared__ double sums[];
   float* x = logits + blockIdx.x * vocab;
   const DeviceSampleRow& p = params[blockIdx.x];
   SampledRow& o = out[blockIdx.x];
+  const SliceScan* scan = scans != nullptr ? scans + blockIdx.x * kSlices : nullptr;
+  // The best raw candidate of the row.
+  auto raw_best = [&] {
+    Candidate best{0.0f, -1};
+    if (scan != nullptr) {
+      if (threadIdx.x < kSlices) best = scan[threadIdx.x].best;
+    } else {
+      for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) best = Better(best, {x[i], static_cast<int32_t>(i)});
+    }
+    return BlockBest(best);
+  };
   int nan = 0;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) nan |= isnan(x[i]) ? 1 : 0;
+  if (scan != nullptr) {
+    if (threadIdx.x < kSlices) nan = scan[threadIdx.x].nan;
+  } else {
+    for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) nan |= isnan(x[i]) ? 1 : 0;
+  }
   if (__syncthreads_or(nan)) {
     if (threadIdx.x == 0) o.error = 1;
     return;
@@ -163,9 +223,7 @@ __global__ void RowKernel(float* logits, int64_t vocab, const DeviceSampleRow* p
     o.num_top = 0;
   }
   if (p.want_logprobs) {
-    Candidate best{0.0f, -1};
-    for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) best = Better(best, {x[i], static_cast<int32_t>(i)});
-    const double max_logit = BlockBest(best).value;
+    const double max_logit = raw_best().value;
     const double sum = BlockChunkedSum(
         vocab, [&](int64_t i) { return sampling::SampleExp(static_cast<double>(x[i]) - max_logit); }, sums);
     const double log_sum = sampling::SampleLog(sum) + max_logit;
@@ -197,8 +255,12 @@ __global__ void RowKernel(float* logits, int64_t vocab, const DeviceSampleRow* p
   __syncthreads();  // the block's global writes are visible to the block from here
   if (p.params.temperature == 0.0f) {
     Candidate best{0.0f, -1};
-    for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) best = Better(best, {x[i], static_cast<int32_t>(i)});
-    best = BlockBest(best);
+    if (p.penalty_count == 0) {
+      best = raw_best();
+    } else {
+      for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) best = Better(best, {x[i], static_cast<int32_t>(i)});
+      best = BlockBest(best);
+    }
     if (threadIdx.x == 0) o.token = best.id;
   }
 }
@@ -325,10 +387,18 @@ Status SampleRows(float* logits, int64_t rows, int64_t vocab, const DeviceSample
   }
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   const size_t sums_bytes = (vocab + kSampleChunk - 1) / kSampleChunk * sizeof(double);
-  RowKernel<<<rows, kThreads, sums_bytes, s>>>(logits, vocab, params, entries, out);
+  // The slices' partials go where the first sort group's keys go later (KeysKernel runs after
+  // RowKernel has read them); rows past what that holds scan in RowKernel.
+  Workspace w = Carve(workspace, vocab);
+  SliceScan* scans = nullptr;
+  if (static_cast<uint64_t>(rows) * kSlices * sizeof(SliceScan) <= static_cast<uint64_t>(kSortGroupRows) * vocab * 4) {
+    scans = reinterpret_cast<SliceScan*>(w.keys_in);
+    SliceKernel<<<dim3(kSlices, static_cast<unsigned>(rows)), kSliceThreads, 0, s>>>(logits, vocab, scans);
+    DF11_RETURN_IF_ERROR(CheckLaunch("sampler slices"));
+  }
+  RowKernel<<<rows, kThreads, sums_bytes, s>>>(logits, vocab, params, entries, scans, out);
   DF11_RETURN_IF_ERROR(CheckLaunch("sampler rows"));
   if (num_sort_slots > 0) {
-    Workspace w = Carve(workspace, vocab);
     OffsetsKernel<<<1, 32, 0, s>>>(vocab, w.offsets);
     DF11_RETURN_IF_ERROR(CheckLaunch("sampler offsets"));
     for (int64_t first = 0; first < num_sort_slots; first += kSortGroupRows) {
