@@ -239,9 +239,18 @@ TEST_F(DaemonGenerateTest, SlowClientGetsEveryTokenInFewerMessages) {
   while (reader->Read(&msg)) {
     if (messages++ == 0) {
       // Stop reading until the engine has finished the request (its KV blocks are freed then):
-      // every later delta is queued behind this reader, whatever the machine's speed.
+      // every later delta is queued behind this reader, whatever the machine's speed. The load
+      // report comes after the step that sent the first token, so it may still say 0 blocks here
+      // (a loaded CI machine read on at once, one message a token): wait to see the request hold
+      // blocks (up to 2 s; it may also have finished unseen), then for them to be freed (10 s).
       auto probe = Stub();
-      for (int i = 0; i < 1000 && KvBlocksUsed(*probe) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      bool held = false;
+      for (int i = 0; i < 1200; ++i) {
+        const bool used = KvBlocksUsed(*probe) != 0;
+        held = held || used;
+        if (!used && (held || i >= 200)) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
     }
     ids.insert(ids.end(), msg.token_ids().begin(), msg.token_ids().end());
   }
