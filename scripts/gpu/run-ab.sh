@@ -32,14 +32,7 @@ say() { echo "$*" | tee -a "$log"; }
 start=$(date +%s)
 stamp() { say "-- $1: $(( $(date +%s) - start )) s"; }
 
-if [ -d "$archive" ]; then
-  bundle=$archive
-else
-  bundle=/tmp/ab-bundle
-  rm -rf "$bundle" && mkdir -p "$bundle"
-  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$archive" "$bundle"
-  [ -x "$bundle/run" ] || bundle=$(dirname "$(find "$bundle" -name run -type f | head -1)")
-fi
+bundle=$(scripts/gpu/bundle-dir.sh "$archive" /tmp/ab-bundle)
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$log"
 status=0
 
