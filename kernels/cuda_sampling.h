@@ -1,8 +1,9 @@
 // The CUDA sampler: one token (and its logprobs) per logits row on the device, the same bits as
 // the CPU twin SampleRow (sampling.h) for the same row. Only SampledRow records come back to the
 // host, never the logits.
-// Kernels: RowKernel (NaN check, raw log-softmax statistics and top logprobs, penalties in place,
-// argmax) for every row; rows with temperature > 0 then go in groups of kSortGroupRows through
+// Kernels: SliceKernel (each row's NaN check and raw argmax, 64 blocks a row), then RowKernel
+// (from those partials the NaN verdict and raw maximum, log-softmax statistics and top logprobs,
+// penalties in place, argmax) for every row; rows with temperature > 0 then go in groups of kSortGroupRows through
 // a segmented radix sort (CUB, stable: ties keep id order) and DrawKernel (the chunked sums of
 // sampling.h, one chunk per thread); FinishKernel adds the chosen token's logprob.
 // Deterministic: no atomics, fixed reduction orders. Compiles without nvcc; defined only when
