@@ -21,6 +21,26 @@ constexpr int64_t kManyTokens = 512;  // PrepareAttentionVecKernel: 6 head vecto
 
 cudaStream_t S(GpuStream s) { return reinterpret_cast<cudaStream_t>(s); }
 
+// One chunk of a thread's row elements (LoadChunk's), every load before any store: h[k] =
+// bf16(row[i] + add[i]) stored back to row[i], its square added to sum, for i = base + k * nt < n.
+template <int kChunk>
+__device__ __forceinline__ void AddChunk(uint16_t (&h)[kChunk], uint16_t* row, const uint16_t* add, int base, int nt,
+                                         int n, float& sum) {
+  uint16_t b[kChunk];
+  LoadChunk(h, static_cast<const uint16_t*>(row), base, nt, n);
+  LoadChunk(b, add, base, nt, n);
+#pragma unroll
+  for (int k = 0; k < kChunk; ++k) {
+    const int i = base + k * nt;
+    if (i < n) {
+      h[k] = FloatToBf16(Bf16ToFloat(h[k]) + Bf16ToFloat(b[k]));
+      row[i] = h[k];
+      const float v = Bf16ToFloat(h[k]);
+      sum += v * v;
+    }
+  }
+}
+
 // hidden = bf16(hidden + y), then normed = RmsNormKernel's output for the new hidden: the same
 // per-thread sums (ThreadsFor(dim) threads, strided) and FinishRmsNorm, in chunks (RowChunk).
 // A row of one chunk (dim <= kChunk * ThreadsFor(dim): 4,096 at 16) stays in registers between
@@ -39,20 +59,9 @@ __global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const floa
     LoadChunk(wv, w, tid, nt, n);
     WaitPrevious();
     AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
-    uint16_t a[kChunk], b[kChunk];
-    LoadChunk(a, static_cast<const uint16_t*>(row), tid, nt, n);
-    LoadChunk(b, add, tid, nt, n);
+    uint16_t a[kChunk];
     float sum = 0;
-#pragma unroll
-    for (int k = 0; k < kChunk; ++k) {
-      const int i = tid + k * nt;
-      if (i < n) {
-        a[k] = FloatToBf16(Bf16ToFloat(a[k]) + Bf16ToFloat(b[k]));
-        row[i] = a[k];
-        const float v = Bf16ToFloat(a[k]);
-        sum += v * v;
-      }
-    }
+    AddChunk(a, row, add, tid, nt, n, sum);
     __shared__ float warp_sums[32];
     const float r = rsqrtf(BlockSum(sum, warp_sums) / static_cast<float>(dim) + eps);
 #pragma unroll
@@ -66,19 +75,8 @@ __global__ void AddRmsNormKernel(uint16_t* hidden, const uint16_t* y, const floa
   AllowDependents();
   float sum = 0;
   for (int base = tid; base < n; base += kChunk * nt) {
-    uint16_t a[kChunk], b[kChunk];
-    LoadChunk(a, static_cast<const uint16_t*>(row), base, nt, n);
-    LoadChunk(b, add, base, nt, n);
-#pragma unroll
-    for (int k = 0; k < kChunk; ++k) {
-      const int i = base + k * nt;
-      if (i < n) {
-        const uint16_t h = FloatToBf16(Bf16ToFloat(a[k]) + Bf16ToFloat(b[k]));
-        row[i] = h;
-        const float v = Bf16ToFloat(h);
-        sum += v * v;
-      }
-    }
+    uint16_t a[kChunk];
+    AddChunk(a, row, add, base, nt, n, sum);
   }
   FinishRmsNorm<kChunk>(sum, row, w, dim, eps, add_one, dst);
 }

@@ -319,8 +319,7 @@ __device__ __forceinline__ uint16_t Gated(Activation act, uint16_t gate, uint16_
 // One element per thread and step: any strides.
 __global__ void GatedActivationKernel(Activation act, const uint16_t* gate, int64_t gate_stride, const uint16_t* up,
                                       int64_t up_stride, int64_t inter, uint16_t* out) {
-  WaitPrevious();     // gate and up come from the previous kernel (launched as its dependent)
-  AllowDependents();  // then (no launch two kernels ahead) the next may be a Gemv that prefetches
+  AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
   const int64_t t = blockIdx.y;
   for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < inter; i += gridDim.x * blockDim.x) {
     out[t * inter + i] = Gated(act, gate[t * gate_stride + i], up[t * up_stride + i]);
@@ -331,7 +330,7 @@ __global__ void GatedActivationKernel(Activation act, const uint16_t* gate, int6
 // multiple of 8): the same values.
 __global__ void GatedActivationKernel8(Activation act, const uint16_t* gate, int64_t gate_stride, const uint16_t* up,
                                        int64_t up_stride, int64_t inter, uint16_t* out) {
-  WaitPrevious();     // gate and up come from the previous kernel (launched as its dependent)
+  WaitPrevious();     // gate and up come from the previous kernel (a dependent up to kDependentMaxRows)
   AllowDependents();  // then (no launch two kernels ahead) the next may be a Gemv that prefetches
   const int64_t t = blockIdx.y;
   for (int64_t c = blockIdx.x * blockDim.x + threadIdx.x; c < inter / 8; c += gridDim.x * blockDim.x) {

@@ -156,8 +156,6 @@ constexpr int kSliceThreads = 256;
 
 // Grid (kSlices, rows): slice blockIdx.x of row blockIdx.y, its part of ceil(vocab / kSlices).
 __global__ void __launch_bounds__(kSliceThreads) SliceKernel(const float* logits, int64_t vocab, SliceScan* scans) {
-  __shared__ Candidate warp_best[kSliceThreads / 32];
-  __shared__ int warp_nan[kSliceThreads / 32];
   const float* x = logits + blockIdx.y * vocab;
   const int64_t len = (vocab + kSlices - 1) / kSlices, begin = blockIdx.x * len, end = min(vocab, begin + len);
   Candidate best{0.0f, -1};
@@ -167,23 +165,9 @@ __global__ void __launch_bounds__(kSliceThreads) SliceKernel(const float* logits
     nan |= isnan(v) ? 1 : 0;
     best = Better(best, {v, static_cast<int32_t>(i)});
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    Candidate other{__shfl_down_sync(0xffffffffu, best.value, offset), __shfl_down_sync(0xffffffffu, best.id, offset)};
-    best = Better(best, other);
-    nan |= __shfl_down_sync(0xffffffffu, nan, offset);
-  }
-  if (threadIdx.x % 32 == 0) {
-    warp_best[threadIdx.x / 32] = best;
-    warp_nan[threadIdx.x / 32] = nan;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kSliceThreads / 32; ++w) {
-      best = Better(best, warp_best[w]);
-      nan |= warp_nan[w];
-    }
-    scans[blockIdx.y * kSlices + blockIdx.x] = {best, nan};
-  }
+  nan = __syncthreads_or(nan);
+  best = BlockBest(best);
+  if (threadIdx.x == 0) scans[blockIdx.y * kSlices + blockIdx.x] = {best, nan};
 }
 
 // Per row: NaN check, the raw row's log-softmax statistics and top logprobs, penalties in place,
@@ -198,15 +182,16 @@ __global__ void RowKernel(float* logits, int64_t vocab, const DeviceSampleRow* p
   const DeviceSampleRow& p = params[blockIdx.x];
   SampledRow& o = out[blockIdx.x];
   const SliceScan* scan = scans != nullptr ? scans + blockIdx.x * kSlices : nullptr;
-  // The best raw candidate of the row.
-  auto raw_best = [&] {
+  // The best candidate of the row as it is now; the best raw one (before penalties), from the
+  // slices' partials when there are some.
+  auto row_best = [&] {
     Candidate best{0.0f, -1};
-    if (scan != nullptr) {
-      if (threadIdx.x < kSlices) best = scan[threadIdx.x].best;
-    } else {
-      for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) best = Better(best, {x[i], static_cast<int32_t>(i)});
-    }
+    for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) best = Better(best, {x[i], static_cast<int32_t>(i)});
     return BlockBest(best);
+  };
+  auto raw_best = [&] {
+    if (scan == nullptr) return row_best();
+    return BlockBest(threadIdx.x < kSlices ? scan[threadIdx.x].best : Candidate{0.0f, -1});
   };
   int nan = 0;
   if (scan != nullptr) {
@@ -254,13 +239,7 @@ __global__ void RowKernel(float* logits, int64_t vocab, const DeviceSampleRow* p
   }
   __syncthreads();  // the block's global writes are visible to the block from here
   if (p.params.temperature == 0.0f) {
-    Candidate best{0.0f, -1};
-    if (p.penalty_count == 0) {
-      best = raw_best();
-    } else {
-      for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) best = Better(best, {x[i], static_cast<int32_t>(i)});
-      best = BlockBest(best);
-    }
+    const Candidate best = p.penalty_count == 0 ? raw_best() : row_best();
     if (threadIdx.x == 0) o.token = best.id;
   }
 }
