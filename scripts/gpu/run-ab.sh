@@ -78,9 +78,7 @@ fi
 
 if [ -n "${STEPS:-}" ]; then
   if [ ! -f "$work/df11/.done" ]; then
-    rm -rf "$work/bf16" "$work/df11"
-    "$bundle/run" df11 random-model qwen3-8b "$work/bf16" --shards 4 > "$out/random_model.log" 2>&1 || status=1
-    "$bundle/run" df11 compress "$work/bf16" "$work/df11" --threads 16 > "$out/compress.log" 2>&1 && touch "$work/df11/.done" || status=1
+    scripts/gpu/make-models.sh "$bundle" "$work" "$out" || status=1
     stamp models
   fi
   IFS='|' read -r -a runs <<< "$STEPS"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Kernel by kernel, where a decode step's time goes in each format, on the GPU machine: a
-# Qwen3-8B-shaped random BF16 model and its DF11 twin (made once in WORK, as run-ab.sh does), then
+# Qwen3-8B-shaped random BF16 model and its DF11 twin (made once in WORK: make-models.sh), then
 #   - ncu, gpu__time_duration of every kernel of a model_step_bench run of one format (the
 #     same directory given twice), op by op (--eager), clocks and caches left alone, from the
 #     first launch on (--launch-count COUNT covers the fill and the first decode steps);
@@ -20,11 +20,7 @@ mkdir -p "$out" "$work"
 log="$out/step-kernels.log"
 bundle=$(scripts/gpu/bundle-dir.sh "$archive" /tmp/sk-bundle)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee -a "$log"
-if [ ! -f "$work/df11/.done" ]; then
-  rm -rf "$work/bf16" "$work/df11"
-  "$bundle/run" df11 random-model qwen3-8b "$work/bf16" --shards 4 > "$out/random_model.log" 2>&1
-  "$bundle/run" df11 compress "$work/bf16" "$work/df11" --threads 16 > "$out/compress.log" 2>&1 && touch "$work/df11/.done"
-fi
+scripts/gpu/make-models.sh "$bundle" "$work" "$out"
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 for fmt in ${FORMATS:-bf16 df11}; do
   for b in ${BATCHES:-1 8}; do
