@@ -2,12 +2,12 @@
 // shape (32 query heads, 8 KV heads, head_dim 128, 16-position KV blocks), against the read
 // roofline measured in the same run.
 // Also PrepareAttention (qk-norm, rope, KV write) on each case's batch, against its read + write floor.
-// Usage: attention_bench [--context P] [--batches 1,8,64,128] [--prefill N] [--reps R] [--json OUT]
+// Usage: attention_bench [--context P] [--batches 1,8,64,128] [--prefill N,...] [--reps R] [--json OUT]
 // Decode: B sequences of P cached positions each append one token (the model's decode step: the
 // cache holds positions 0..P, max_keys rounded up to a power of two, the split workspace given).
 // Its floor is the K and V bytes of the P + 1 keys of every sequence read once at the roofline.
-// Prefill: one fresh N-token sequence, causal; reported in TFLOP/s (4 * head_dim FLOPs per visible
-// (query head, key) pair: q.k and p.v). Every timed call reads its own copy of the KV pools (copies
+// Prefill: one fresh N-token sequence, causal (each N of the list; default 2048); reported in TFLOP/s (4 * head_dim
+// FLOPs per visible (query head, key) pair: q.k and p.v). Every timed call reads its own copy of the KV pools (copies
 // fill > 400 MB, so the 50 MB L2 never holds a previous call's keys); random N(0, 1) bf16 q, k, v.
 // CUDA events around `kCalls` calls, 3 warm-up rounds, median of R rounds (default 15). Prints one
 // line per case; --json writes them.
@@ -206,14 +206,15 @@ Case Run(const std::string& name, const std::vector<int64_t>& cached, const std:
 
 int Main(int argc, char** argv) {
   const std::string json_path = JsonPathArg(argc, argv);
-  int64_t context = 512, prefill = 2048;
+  int64_t context = 512;
+  std::vector<int64_t> prefills = {2048};
   int reps = 15;
   std::vector<int64_t> batches = {1, 8, 64, 128};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : "0"; };
     if (a == "--context") context = std::stoll(value());
-    if (a == "--prefill") prefill = std::stoll(value());
+    if (a == "--prefill") prefills = ParseList(value());
     if (a == "--reps") reps = std::max(3, std::stoi(value()));
     if (a == "--batches") batches = ParseList(value());
   }
@@ -225,11 +226,13 @@ int Main(int argc, char** argv) {
               static_cast<long long>(kHeadDim));
   std::mt19937 rng(1);
   std::vector<Case> cases;
-  cases.reserve(batches.size() + 1);
+  cases.reserve(batches.size() + prefills.size());
   for (int64_t b : batches) {
     cases.push_back(Run("decode", std::vector<int64_t>(b, context), std::vector<int64_t>(b, 1), reps, roofline, rng));
   }
-  if (prefill > 0) cases.push_back(Run("prefill", {0}, {prefill}, reps, roofline, rng));
+  for (int64_t n : prefills) {
+    if (n > 0) cases.push_back(Run("prefill", {0}, {n}, reps, roofline, rng));
+  }
   std::string json = "{\"gpu\": \"" + std::string(prop.name) +
                      "\", \"read_roofline_tbs\": " + std::to_string(roofline / 1e12) + ", \"cases\": [";
   for (size_t i = 0; i < cases.size(); ++i) {

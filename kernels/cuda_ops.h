@@ -231,7 +231,8 @@ Status PrepareAttention(const PagedKvLayer& cache, const BatchLayout& batch, int
 // statistics, probabilities in bf16 only as the tensor-core P·V operand, fp32 accumulation,
 // out = bf16(O / sum). Needs batch.tiles; head_dim a multiple of 8, <= 256. Decode-only batches
 // split keys across blocks (flash-decoding) when batch.split_workspace and max_keys are set.
-// Deterministic (fixed reduction orders, no atomics).
+// Deterministic (fixed reduction orders, no atomics). On Hopper, blocks of prefill tiles with head
+// dims 65..128 run a wgmma kernel (cuda_attention_wgmma.cu) with the same numerics.
 Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
                       const uint16_t* q, uint16_t* out, GpuStream stream);
 

@@ -24,6 +24,30 @@ __device__ __forceinline__ uint64_t Descriptor(uint32_t address) {
   return uint64_t{1} << 62 | uint64_t{1024 >> 4} << 32 | uint64_t{1} << 16 | ((address & 0x3FFFF) >> 4);
 }
 
+// The descriptor of an MN-major operand (N contiguous: wgmma's B read with imm-trans-b = 1) in the
+// 128-byte swizzle: each 128-byte line holds 64 consecutive N elements of one k, 8 lines (k .. k + 7)
+// one 1024-byte swizzle atom; stride between 8-k groups (SBO) 1024 bytes, between 64-element N
+// blocks (LBO) `n_block_bytes` (CUTLASS's canonical Major-MN SW128 layout).
+__device__ __forceinline__ uint64_t DescriptorMN(uint32_t address, uint32_t n_block_bytes) {
+  return uint64_t{1} << 62 | uint64_t{1024 >> 4} << 32 | uint64_t{(n_block_bytes >> 4) & 0x3FFF} << 16 |
+         ((address & 0x3FFFF) >> 4);
+}
+
+// Whether this process's current GPU runs sm_90a code (compute capability 9.0), asked once.
+inline bool DeviceIsSm90() {
+  static const bool sm90 = [] {
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major == 9 && minor == 0;
+  }();
+  return sm90;
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // d (+)= A · B over 16 columns: wgmma m64n16k16, both operands K-major in shared memory (descriptors a
 // and b), fp32 accumulators; accumulate = false starts from zero.
@@ -63,23 +87,29 @@ __device__ __forceinline__ void Wgmma64(float (&d)[32], uint64_t a, uint64_t b, 
       : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
 }
 
+// The 64 accumulators of an m64n128 wgmma: their operand list in the instruction (%0 .. %63) and
+// as the asm statement's in-out operands.
+#define DF11_WGMMA_D64                                                                                              \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "  \
+  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define DF11_WGMMA_D64_OUT(d)                                                                                 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),  \
+      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), \
+      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), \
+      "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), \
+      "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
+      "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), \
+      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
 // d (+)= A · B over 16 columns: wgmma m64n128k16, both operands K-major in shared memory (descriptors a
 // and b), fp32 accumulators; accumulate = false starts from zero.
 __device__ __forceinline__ void Wgmma128(float (&d)[64], uint64_t a, uint64_t b, bool accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
-      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
-      "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
-      "%57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
-        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " DF11_WGMMA_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : DF11_WGMMA_D64_OUT(d)
       : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
 }
 
@@ -95,6 +125,18 @@ __device__ __forceinline__ void Wgmma(float (&d)[kN / 2], uint64_t a, uint64_t b
   } else {
     Wgmma128(d, a, b, accumulate);
   }
+}
+
+// d += A · B over 16 k: wgmma m64n128k16 with A in registers (the mma.sync m16n8k16 A fragment of
+// the warp's 16 rows: a0 rows g, k 2t..2t+1; a1 rows g + 8; a2, a3 the same at k + 8) and B
+// MN-major in shared memory (descriptor b, DescriptorMN), fp32 accumulators.
+__device__ __forceinline__ void Wgmma128RegA(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " DF11_WGMMA_D64
+      ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : DF11_WGMMA_D64_OUT(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
 // Orders this thread's register and shared-memory accesses before the warpgroup's next wgmma.

@@ -29,6 +29,7 @@ namespace df11::cuda {
 namespace {
 
 using wgmma::Descriptor;
+using wgmma::DeviceIsSm90;
 using wgmma::Swizzled;
 
 constexpr int kBM = 128;  // W rows per CTA
@@ -161,20 +162,6 @@ void Plan(int64_t n, int64_t k, int sms, int ctas_per_sm, int* splits, int64_t* 
   s = std::max<int64_t>(1, s);
   *k_per_split = ((k + s - 1) / s + kKC - 1) / kKC * kKC;
   *splits = static_cast<int>((k + *k_per_split - 1) / *k_per_split);
-}
-
-bool DeviceIsSm90() {
-  static const bool sm90 = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return major == 9 && minor == 0;
-  }();
-  return sm90;
 }
 
 template <int kN>

@@ -10,7 +10,8 @@
 # Environment (each step runs only when set):
 #   TESTS=1           test_kernels and test_runtime's CUDA tests, then compute-sanitizer memcheck
 #                     of MEMCHECK_KERNELS / MEMCHECK_RUNTIME (gtest filters; default: none)
-#   ATTENTION="A B"   attention_bench binaries (names in bin/), alternating, ROUNDS rounds
+#   ATTENTION="A B"   attention_bench binaries (names in bin/), alternating, ROUNDS rounds, with
+#                     ATTENTION_ARGS (e.g. "--prefill 512,2048,4096")
 #   STEPS="A|B|..."   model_step_bench runs, each "NAME ARGS..." (NAME in bin/), alternating,
 #                     ROUNDS rounds, on a Qwen3-8B-shaped random model made once in WORK
 #   GEMV="A B"        df11_gemv_bench binaries, alternating, ROUNDS rounds
@@ -59,7 +60,8 @@ if [ -n "${ATTENTION:-}" ]; then
   for r in $(seq 1 "$rounds"); do
     for b in $ATTENTION; do
       say "===== attention_bench $b round $r"
-      "$bundle/run" "$b" --json "$out/attention_${b}_r$r.json" 2>&1 | tee -a "$log"
+      # shellcheck disable=SC2086
+      "$bundle/run" "$b" ${ATTENTION_ARGS:-} --json "$out/attention_${b}_r$r.json" 2>&1 | tee -a "$log"
     done
   done
   stamp attention

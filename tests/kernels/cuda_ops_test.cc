@@ -499,6 +499,11 @@ TEST(CudaOps, PagedAttentionMatchesCpu) {
   CheckAttention({{4000, 1}, {700, 1}}, 32, 8, 128);
   CheckAttention({{0, 150}, {64, 70}}, 4, 1, 64);
   CheckAttention({{10, 5}, {70, 1}}, 4, 2, 24);
+  // Prefills of Qwen3-8B's group of 4 at dim 128 over many 32-token tiles, one behind 100 cached
+  // positions, with a decode token in the same batch; dim 96 without GQA (128-token tiles). On an
+  // H100 these run the Hopper prefill kernel (head dims 65..128).
+  CheckAttention({{0, 300}, {100, 77}, {4, 1}}, 8, 2, 128);
+  CheckAttention({{0, 200}, {30, 13}}, 4, 4, 96);
 }
 
 // cuBLAS GEMM (+bias through accumulate) vs the CPU matmul, and the same bits whether W sits in
