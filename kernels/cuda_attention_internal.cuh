@@ -36,7 +36,7 @@ __device__ __forceinline__ float Weight(float m, float top) { return m == -INFIN
 // whose tiles hold more than one token; nh query heads of a KV group per block (PagedAttention's
 // choice). Same contract and numerics as PagedAttention's prefill-mode blocks.
 bool WgmmaPrefillApplies(int64_t head_dim);
-Status WgmmaPrefillAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
-                             int nh, const uint16_t* q, uint16_t* out, cudaStream_t stream);
+Status WgmmaPrefillAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params, int nh,
+                             const uint16_t* q, uint16_t* out, cudaStream_t stream);
 
 }  // namespace df11::cuda

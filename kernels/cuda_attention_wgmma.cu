@@ -15,22 +15,24 @@
 //   Q  [2 dim blocks][128 rows][128 B], K-major: wgmma's A for S = Q K^T;
 //   per stage (2): K [2][128 keys][128 B], K-major: B of S; V in the same layout, which is
 //   MN-major for O += P V (N = dims contiguous; DescriptorMN, LBO = one dim block).
-// Per key tile: every thread copies its 8 keys' 16-byte chunk of K and V by cp.async through the
-// block table (slots looked up one tile ahead, so the lookups' latency hides behind a tile's math);
-// the next tile copies while this one multiplies; one barrier a tile. Each warpgroup issues
+// Per key tile: every thread copies its 8 keys' 16-byte chunk of K and V by cp.async, at the cache
+// slots the first warpgroup looked up (one key a thread, two tiles ahead, into shared memory); the
+// next tile copies while this one multiplies; one barrier a tile. Each warpgroup issues
 // 8 wgmma m64n128k16 for S (64 fp32 a thread: rows g and g + 8 of its warp's 16, 32 keys), the
 // softmax in registers as the mma.sync kernel's (quad shuffles for the row max and sum), P packed
 // to bf16 as the A fragments of 8 wgmma m64n128k16 (A in registers) for O (64 fp32 a thread).
 //
-// Measured on an H100 (bench/attention_bench, Qwen3-8B layer, causal prefill; bench/results/
-// attention_h100_wgmma_prefill.log): 2,048 tokens 0.122-0.123 ms a layer (280 TFLOP/s) against the
-// mma.sync kernel's 0.179, 4,096 tokens 0.400 (344 TFLOP/s) against 0.627. Measured on the way, not
-// kept: 64-key tiles 0.130 / 0.437 ms; three stages 3% slower; one warpgroup a block (64 rows, two
-// blocks an SM) 0.179-0.181 / 0.650-0.668; Q·K^T of tile t issued with P·V of t - 1 and t's softmax
-// run while P·V multiplies (FlashAttention-3's intra-warpgroup overlap) 0.123 / 0.399, no gain. ncu:
-// 1.5 instructions issued per SM cycle with 2 warps per scheduler, stalls mostly on dependent
-// arithmetic and the barrier; what would go further is warp specialization (a producer warpgroup
-// filling stages behind mbarriers) and two consumer warpgroups taking turns at the tensor cores.
+// Measured on an H100 (bench/attention_bench, Qwen3-8B layer, causal prefill): 2,048 tokens
+// 0.112 ms a layer (306 TFLOP/s) against the mma.sync kernel's 0.179, 4,096 tokens 0.361-0.363
+// (380 TFLOP/s) against 0.627 (bench/results/ab_h100_prefill_slots.log; the slots in shared memory
+// took 0.122 / 0.400-0.405 there to 0.112 / 0.362: each thread had looked up its 8 keys itself).
+// Measured on the way, not kept (attention_h100_wgmma_prefill.log): 64-key tiles 0.130 / 0.437 ms;
+// three stages 3% slower; one warpgroup a block (64 rows, two blocks an SM) 0.179-0.181 /
+// 0.650-0.668; Q·K^T of tile t issued with P·V of t - 1 and t's softmax run while P·V multiplies
+// (FlashAttention-3's intra-warpgroup overlap) no gain. ncu: 1.5 instructions issued per SM cycle
+// with 2 warps per scheduler, stalls mostly on dependent arithmetic and the barrier; what would go
+// further is warp specialization (a producer warpgroup filling stages behind mbarriers) and two
+// consumer warpgroups taking turns at the tensor cores.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -48,18 +50,18 @@ using wgmma::Descriptor;
 using wgmma::DescriptorMN;
 using wgmma::Swizzled;
 
-constexpr int kDP = 128;                          // head dim, padded
+constexpr int kDP = 128;  // head dim, padded
 
-constexpr int kThreads = 256;                        // two warpgroups
-constexpr int kRows = 128;                           // query rows of a block
-constexpr int kQBlockBytes = kRows * 128;            // one dim block of Q: 16 KB
+constexpr int kThreads = 256;              // two warpgroups
+constexpr int kRows = 128;                 // query rows of a block
+constexpr int kQBlockBytes = kRows * 128;  // one dim block of Q: 16 KB
 static_assert(PrefillRows(kDP) == kRows, "the host's tiles hold PrefillRows(128) rows");
 
-constexpr int kKeys = 128;                               // keys per K/V tile
-constexpr int kStages = 2;                               // tile t + 1 copies while t multiplies
-constexpr int kTileBlockBytes = kKeys * 128;             // one dim block of a K or V tile: 16 KB
-constexpr int kStageBytes = 2 * 2 * kTileBlockBytes;     // K, then V
-constexpr int kSharedBytes = 2 * kQBlockBytes + kStages * kStageBytes + 1024;  // + room to align: 161 KB
+constexpr int kKeys = 128;                            // keys per K/V tile
+constexpr int kStages = 2;                            // tile t + 1 copies while t multiplies
+constexpr int kTileBlockBytes = kKeys * 128;          // one dim block of a K or V tile: 16 KB
+constexpr int kStageBytes = 2 * 2 * kTileBlockBytes;  // K, then V
+constexpr int kSharedBytes = 2 * kQBlockBytes + kStages * kStageBytes + 2 * kKeys * 4 + 1024;  // + room to align
 constexpr int kKeysPerThread = kKeys * (kDP / 8) / kThreads;  // K (and V) chunks a thread copies a tile
 
 // Byte offset of 16-byte chunk c (0..15, 8 dims each) of row r in a two-dim-block operand whose
@@ -83,8 +85,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ uint8_t shared_raw[];
   uint8_t* shared = shared_raw + ((1024 - SharedAddress(shared_raw) % 1024) % 1024);
-  uint8_t* q_s = shared;                       // [2][kRows][128 B]
+  uint8_t* q_s = shared;                      // [2][kRows][128 B]
   uint8_t* kv_s = shared + 2 * kQBlockBytes;  // stage s: K at s * kStageBytes, V 2 blocks on
+  int32_t* slot_s = reinterpret_cast<int32_t*>(kv_s + kStages * kStageBytes);  // [2][kKeys] cache slots
 
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, gr = lane / 4, tc = lane % 4;
   const int d = static_cast<int>(cache.head_dim);
@@ -120,43 +123,45 @@ __global__ void __launch_bounds__(kThreads, 1)
   all_to = min(__reduce_min_sync(0xFFFFFFFFu, all_to), hi);
   const bool group_live = 64 * wg < rows;  // the warpgroup has rows (uniform across it)
 
-  // Cache slots of this thread's keys of the tile at `start` (-1 past hi), and their copies. j / bs
-  // by a float reciprocal, corrected by one step (exact for j < 2^24), with no branch: the table
-  // is read at min(j, hi).
-  const int chunk = tid % 16, key_base = tid / 16;
-  constexpr int kKeyStep = kThreads / 16;
+  // Cache slots of a tile's keys in slot_s[buffer] (-1 past hi), one key a thread of the first
+  // warpgroup: j / bs by a float reciprocal, corrected by one step (exact for j < 2^24), with no
+  // branch (the table is read at min(j, hi)). Then every thread copies chunk tid % 16 of keys
+  // tid / 16 + 16 i of a tile.
   const int bs = static_cast<int>(cache.block_size);
   const float inv_bs = 1.0f / static_cast<float>(bs);
-  auto lookup = [&](int start, int32_t (&slots)[kKeysPerThread]) {
-#pragma unroll
-    for (int i = 0; i < kKeysPerThread; ++i) {
-      const int j = start + key_base + kKeyStep * i, jj = min(j, hi);
-      int b = __float2int_rz(static_cast<float>(jj) * inv_bs), off = jj - b * bs;
+  auto fill = [&](int start, int buffer) {
+    if (tid < kKeys) {
+      const int j = start + tid, jj = min(j, hi);
+      int b = __float2int_rz(static_cast<float>(jj) * inv_bs);
+      const int off = jj - b * bs;
       b += off >= bs ? 1 : off < 0 ? -1 : 0;
-      off = jj - b * bs;
-      const int32_t slot = table[b] * bs + off;
-      slots[i] = j <= hi ? slot : -1;
+      const int32_t slot = table[b] * bs + (jj - b * bs);
+      slot_s[buffer * kKeys + tid] = j <= hi ? slot : -1;
     }
   };
+  const int chunk = tid % 16, key_base = tid / 16;
+  constexpr int kKeyStep = kThreads / 16;
   const int64_t slot_row = cache.num_kv_heads * cache.head_dim;
   const int64_t column = kv_head * d + (chunk * 8 < d ? chunk * 8 : 0);  // this thread's chunk of a slot's row
   const uint16_t* k_column = cache.k + column;
   const uint16_t* v_column = cache.v + column;
-  auto issue = [&](int t, const int32_t (&slots)[kKeysPerThread]) {
+  auto issue = [&](int t) {  // tile t's copies, its slots in slot_s[t % 2]
     uint8_t* k_t = kv_s + (t % kStages) * kStageBytes;
     uint8_t* v_t = k_t + 2 * kTileBlockBytes;
+    const int32_t* slots = slot_s + (t & 1) * kKeys;
 #pragma unroll
     for (int i = 0; i < kKeysPerThread; ++i) {
       const int key = key_base + kKeyStep * i;
-      const int bytes = slots[i] >= 0 && chunk * 8 < d ? 16 : 0;  // 0: zeros, and the address is slot 0's
-      const int64_t at = int64_t{max(slots[i], 0)} * slot_row;
+      const int32_t slot = slots[key];
+      const int bytes = slot >= 0 && chunk * 8 < d ? 16 : 0;  // 0: zeros, and the address is slot 0's
+      const int64_t at = int64_t{max(slot, 0)} * slot_row;
       const uint32_t off = ChunkOffset(key, chunk, kTileBlockBytes);
       CopyAsync16(k_t + off, k_column + at, bytes);
       CopyAsync16(v_t + off, v_column + at, bytes);
     }
   };
-  int32_t slots[kKeysPerThread];
-  if (tiles > 0) lookup(lo, slots);
+  if (tiles > 0) fill(lo, 0);
+  if (tiles > 1) fill(lo + kKeys, 1);
   // Everything above reads the batch and the block table only; q and the new tokens' keys and
   // values come from the previous kernel (PrepareAttention; this launch is its programmatic dependent).
   WaitPrevious();
@@ -167,21 +172,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool live = r < rows && c * 8 < d;
     CopyAsync16(q_s + ChunkOffset(r, c, kQBlockBytes), live ? q + q_row(r) * d + c * 8 : q, live ? 16 : 0);
   }
-  if (tiles > 0) {  // one group: Q with tile 0
-    issue(0, slots);
-    if (tiles > 1) lookup(lo + kKeys, slots);
-  }
+  __syncthreads();          // the first two tiles' slots
+  if (tiles > 0) issue(0);  // one group: Q with tile 0
   CopyAsyncCommit();
   // Waits for tile t's copies, then the barrier after which every warpgroup is done with tile
-  // t - 1, whose stage tile t + 1 then starts filling.
+  // t - 1, whose stage tile t + 1 then starts filling (and the slots of tile t, read by its copies,
+  // make way for tile t + 2's).
   auto arrive = [&](int t) {
     CopyAsyncWait<0>();
     wgmma::FenceProxyAsync();  // the copies' writes (Q's too), for wgmma
     __syncthreads();
-    if (t + 1 < tiles) {
-      issue(t + 1, slots);
-      if (t + 2 < tiles) lookup(lo + (t + 2) * kKeys, slots);
-    }
+    if (t + 1 < tiles) issue(t + 1);
+    if (t + 2 < tiles) fill(lo + (t + 2) * kKeys, t & 1);
     CopyAsyncCommit();
   };
 
@@ -203,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kk = 0; kk < kDP / 16; ++kk) {
       const uint32_t step = 32 * (kk % 4);  // the 16-dim step's bytes within its 64-dim block
       wgmma::Wgmma<kKeys>(s, Descriptor(q_a + (kk / 4) * kQBlockBytes + step),
-                              Descriptor(k_a + (kk / 4) * kTileBlockBytes + step), kk > 0);
+                          Descriptor(k_a + (kk / 4) * kTileBlockBytes + step), kk > 0);
     }
   };
   auto issue_pv = [&](int t) {  // O += P V of tile t; V's 16 keys of step k start 16 k lines on
@@ -216,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // A tile's scores (soft-cap, masking: only tiles with keys some live row must not see, the causal
   // edge, the window, past hi), the row max over the quad, (max, sum) and the probabilities in s;
   // returns the rows' rescale factors for O.
-  auto exponents = [&](int start, float (&alpha)[2]) {
+  auto exponents = [&](int start, float(&alpha)[2]) {
     // Per row, the max and the sum run in two interleaved chains (elements e % 2 = 0 and 1), so
     // their dependent steps overlap.
     float tile_max[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
@@ -268,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // O's rescale, skipped when no row of the warp got a new max (every alpha is exactly 1), and P
   // packed to bf16 as the A fragments.
-  auto rescale_and_pack = [&](const float (&alpha)[2]) {
+  auto rescale_and_pack = [&](const float(&alpha)[2]) {
     if (!__all_sync(0xFFFFFFFFu, alpha[0] == 1.0f && alpha[1] == 1.0f)) {
 #pragma unroll
       for (int x = 0; x < kDP / 8; ++x) {
@@ -286,24 +288,24 @@ __global__ void __launch_bounds__(kThreads, 1)
       a[k][3] = PackBf16(s[8 * k + 6], s[8 * k + 7]);
     }
   };
-    for (int t = 0; t < tiles; ++t) {
-      arrive(t);
-      if (!group_live) continue;
-      wgmma::Fence();
-      issue_scores(t);
-      wgmma::Commit();
-      wgmma::Wait<0>();
-      wgmma::FenceOperands(s);
-      float alpha[2];
-      exponents(lo + t * kKeys, alpha);
-      rescale_and_pack(alpha);
-      wgmma::FenceOperands(o);
-      wgmma::Fence();
-      issue_pv(t);
-      wgmma::Commit();
-      wgmma::Wait<0>();  // the stage is read before a later barrier refills it
-      wgmma::FenceOperands(o);
-    }
+  for (int t = 0; t < tiles; ++t) {
+    arrive(t);
+    if (!group_live) continue;
+    wgmma::Fence();
+    issue_scores(t);
+    wgmma::Commit();
+    wgmma::Wait<0>();
+    wgmma::FenceOperands(s);
+    float alpha[2];
+    exponents(lo + t * kKeys, alpha);
+    rescale_and_pack(alpha);
+    wgmma::FenceOperands(o);
+    wgmma::Fence();
+    issue_pv(t);
+    wgmma::Commit();
+    wgmma::Wait<0>();  // the stage is read before a later barrier refills it
+    wgmma::FenceOperands(o);
+  }
   CopyAsyncWait<0>();
   if (!group_live) return;
 #pragma unroll
@@ -319,7 +321,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint16_t* dst = out + q_row(r) * d + 2 * tc;
 #pragma unroll
     for (int x = 0; x < kDP / 8; ++x) {
-      if (x * 8 < d) *reinterpret_cast<uint32_t*>(dst + x * 8) = PackBf16(o[4 * x + 2 * i] * inv, o[4 * x + 2 * i + 1] * inv);
+      if (x * 8 < d)
+        *reinterpret_cast<uint32_t*>(dst + x * 8) = PackBf16(o[4 * x + 2 * i] * inv, o[4 * x + 2 * i + 1] * inv);
     }
   }
 #else
@@ -331,8 +334,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 bool WgmmaPrefillApplies(int64_t head_dim) { return head_dim > 64 && head_dim <= kDP && wgmma::DeviceIsSm90(); }
 
-Status WgmmaPrefillAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params,
-                             int nh, const uint16_t* q, uint16_t* out, cudaStream_t stream) {
+Status WgmmaPrefillAttention(const PagedKvLayer& cache, const BatchLayout& batch, const AttentionParams& params, int nh,
+                             const uint16_t* q, uint16_t* out, cudaStream_t stream) {
   int device = 0, sms = 0;
   DF11_RETURN_IF_ERROR(CurrentDeviceSms(&device, &sms));
   static thread_local int sized_device = -1;

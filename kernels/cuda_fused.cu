@@ -199,7 +199,12 @@ __global__ void __launch_bounds__(32 * kItemWarps)
 // vectors a warp 0.0087-0.0089 against 0.0081-0.0083 (hence kManyTokens 512). The model step
 // (model_step_h100_prepare_vec_run{1,2}.json against model_step_h100_session4_base_run{1,2}.json):
 // BF16 prefill 57.13-57.54 ms against 57.59-58.26, DF11 64.82-64.95 against 66.78-67.27; BF16
-// decode 0.03-0.23 ms faster at every batch.
+// decode 0.03-0.23 ms faster at every batch. The head vectors' loads issued before the rope table
+// (bench/results/ab_h100_prefill_slots.log): a 2,048-token prefill 0.0407-0.0409 ms a layer against
+// 0.0423-0.0425. Measured and not kept (ab_h100_l2_prefetch.log): this kernel's blocks asking L2
+// for the layer's o_proj weights (cp.async.bulk.prefetch.L2 in 16 KB pieces) in steps of up to 16
+// tokens, for the attention leaves HBM idle: BF16 batch 1 / 8 7.17 / 7.00-7.04 ms against 6.09 /
+// 6.54-6.61, DF11 batch 8 9.78-9.83 against 8.46-8.60.
 template <int DP, int kPerWarp>
 __global__ void __launch_bounds__(32 * kVecWarps)
     PrepareAttentionVecKernel(PagedKvLayer cache, BatchLayout batch, int64_t num_heads, QkvRows src, QkNormRope p,
@@ -211,18 +216,7 @@ __global__ void __launch_bounds__(32 * kVecWarps)
   __shared__ float rope_cos[DP / 2], rope_sin[DP / 2];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = blockIdx.x, kv_heads = cache.num_kv_heads, items = num_heads + 2 * kv_heads;
-  const int32_t pos = batch.positions[t];
-  const int rope_half = static_cast<int>(p.rotary_dim / 2);
-  for (int i = threadIdx.x; i < rope_half; i += blockDim.x) {
-    float sn, cs;
-    sincosf(static_cast<float>(pos) * p.inv_freq[i], &sn, &cs);
-    rope_cos[i] = RoundBf16(cs);
-    rope_sin[i] = RoundBf16(sn);
-  }
-  const int64_t slot =
-      int64_t{batch.tables[batch.table_begin[batch.token_seq[t]] + pos / cache.block_size]} * cache.block_size +
-      pos % cache.block_size;
-  __syncthreads();
+  // The head vectors' loads first, so they fly while the block computes its rope table.
   auto item_of = [&](int j) { return (int64_t{blockIdx.y} * kPerWarp + j) * kVecWarps + warp; };
   auto source = [&](int64_t item) -> const uint16_t* {
     if (item < num_heads) return src.q + t * src.q_stride + item * DP;
@@ -235,6 +229,18 @@ __global__ void __launch_bounds__(32 * kVecWarps)
     const int64_t item = item_of(j);
     if (item < items) raw[j] = reinterpret_cast<const Vec*>(source(item))[lane];
   }
+  const int32_t pos = batch.positions[t];
+  const int rope_half = static_cast<int>(p.rotary_dim / 2);
+  for (int i = threadIdx.x; i < rope_half; i += blockDim.x) {
+    float sn, cs;
+    sincosf(static_cast<float>(pos) * p.inv_freq[i], &sn, &cs);
+    rope_cos[i] = RoundBf16(cs);
+    rope_sin[i] = RoundBf16(sn);
+  }
+  const int64_t slot =
+      int64_t{batch.tables[batch.table_begin[batch.token_seq[t]] + pos / cache.block_size]} * cache.block_size +
+      pos % cache.block_size;
+  __syncthreads();
 #pragma unroll
   for (int j = 0; j < kPerWarp; ++j) {
     const int64_t item = item_of(j);
