@@ -495,7 +495,11 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
 // attention launched as a dependent of PrepareAttention, measured on the H100 (attention_bench,
 // bench/results/ab_h100_combine.log, two runs each; the combine had 128 threads, one load at a
 // time): decode at batch 1 / 8 over 512 keys 0.0104 / 0.0167-0.0170 ms a layer against
-// 0.0173-0.0181 / 0.0230-0.0231 (ncu: the combine alone 10 us of 18).
+// 0.0173-0.0181 / 0.0230-0.0231 (ncu: the combine alone 10 us of 18). Measured and not kept
+// (bench/results/ab_h100_fused_combine.log): no combine launch, the last of a block's splits to
+// finish (an arrival counter in the workspace) merging them with its 128 threads: decode at batch
+// 1 / 8 0.0155 / 0.0207 ms a layer against 0.0100-0.0103 / 0.0169, the BF16 step at batch 1 6.28
+// ms against 6.11-6.17.
 constexpr int kCombineThreads = 512;
 constexpr int kCombineBatch = 8;
 __global__ void __launch_bounds__(kCombineThreads)
