@@ -44,6 +44,7 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
+constexpr int kTileKeys = 64;  // keys per shared-memory K/V tile; a key split is a multiple
 // m16 row tiles per prefill-mode warp: two where registers allow (head dims up to 128), so every
 // K and V fragment a warp loads from shared memory feeds two mma. Measured on the H100
 // (bench/attention_bench.cc, Qwen3-8B layer; bench/results/attention_h100_mtiles_ab.log, three runs

@@ -1,7 +1,7 @@
 // What the paged-attention kernels share (cuda_attention.cu: the mma.sync kernel for every head
 // dim, prefill and decode; cuda_attention_wgmma.cu: the Hopper prefill kernel for head dims 65..128):
-// the key tile, the prefill block's rows, the softmax's log2 domain and the launch that picks the
-// Hopper kernel. Included only by .cu files.
+// the prefill block's rows, the softmax's log2 domain, the bf16 packing and merge weights, and the
+// launch of the Hopper kernel. Included only by .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,7 +14,6 @@
 
 namespace df11::cuda {
 
-inline constexpr int kTileKeys = 64;  // keys per shared-memory K/V tile; a key split is a multiple
 inline constexpr float kLog2e = 1.4426950408889634f;
 
 // m16 row tiles per prefill-mode warp of the mma.sync kernel (cuda_attention.cu): two where

@@ -36,7 +36,6 @@
 #include <cuda_runtime.h>
 
 #include <climits>
-#include <string>
 #include <type_traits>
 
 #include "kernels/cuda_attention_internal.cuh"
