@@ -23,16 +23,17 @@
 // to bf16 as the A fragments of 8 wgmma m64n128k16 (A in registers) for O (64 fp32 a thread).
 //
 // Measured on an H100 (bench/attention_bench, Qwen3-8B layer, causal prefill): 2,048 tokens
-// 0.112 ms a layer (306 TFLOP/s) against the mma.sync kernel's 0.179, 4,096 tokens 0.361-0.363
-// (380 TFLOP/s) against 0.627 (bench/results/ab_h100_prefill_slots.log; the slots in shared memory
-// took 0.122 / 0.400-0.405 there to 0.112 / 0.362: each thread had looked up its 8 keys itself).
+// 0.112 ms a layer (306 TFLOP/s), 4,096 tokens 0.361-0.363 (380 TFLOP/s)
+// (bench/results/ab_h100_prefill_slots.log; the slots in shared memory took 0.122 / 0.400-0.405 there
+// to 0.112 / 0.362: each thread had looked up its 8 keys itself), against the mma.sync kernel's
+// 0.179-0.182 / 0.626-0.639 (ab_h100_wgmma_prefill.log, attention_h100_wgmma_prefill.log).
 // Measured on the way, not kept (attention_h100_wgmma_prefill.log): 64-key tiles 0.130 / 0.437 ms;
 // three stages 3% slower; one warpgroup a block (64 rows, two blocks an SM) 0.179-0.181 /
 // 0.650-0.668; Q·K^T of tile t issued with P·V of t - 1 and t's softmax run while P·V multiplies
-// (FlashAttention-3's intra-warpgroup overlap) no gain. ncu: 1.5 instructions issued per SM cycle
-// with 2 warps per scheduler, stalls mostly on dependent arithmetic and the barrier; what would go
-// further is warp specialization (a producer warpgroup filling stages behind mbarriers) and two
-// consumer warpgroups taking turns at the tensor cores.
+// (FlashAttention-3's intra-warpgroup overlap) no gain. ncu of those earlier builds (same log):
+// 1.4-1.6 instructions issued per SM cycle with 2 warps per scheduler, stalls mostly on dependent
+// arithmetic and the barrier; what would go further is warp specialization (a producer warpgroup
+// filling stages behind mbarriers) and two consumer warpgroups taking turns at the tensor cores.
 #include <cuda_runtime.h>
 
 #include <climits>
