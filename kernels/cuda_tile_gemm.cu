@@ -77,6 +77,16 @@ __device__ __forceinline__ void StoreEntry(uint16_t* stage, int local_tile, int 
 // unchanged; the model's BF16 step at batch 32 9.43-9.45 ms against 9.90-9.92. Without the
 // evict-first policy the step at batch 4-8 lost 0.3 ms (W's lines evicted what the step's other
 // kernels reuse from L2); 3 CTAs per SM (80 registers) was no faster than 2.
+// Measured and not kept: from 17 tokens, for 1 or 2 rows per tile, 32-row CTAs with 256-column
+// stages (3 of them; the same reduction order, so the same bits), so each x fragment feeds two m16
+// tiles instead of one (with 16-row CTAs at 64 tokens a CTA reads 4 bytes of x from L2 per byte of
+// W). The linears alone got faster, in df11_gemv_bench (8.07-8.29 ms a step at 64 tokens against
+// 8.85-9.04; bench/results/df11_gemv_h100_bf16_row_blocks.log, with the other shapes tried) and
+// in the model's own eager step under ncu (kernels 10.99 ms against 11.72 at batch 64), but the
+// model's graph step did not: batch 64 11.37-11.45 ms against 11.36-11.42, batch 32 8.60-8.69
+// against 8.43-8.50, nor with the next kernel allowed to launch only after the main loop, nor with
+// 512-column stages (bench/results/ab_h100_bf16_row_blocks.log). Those steps run at the H100's
+// 700 W power cap (SM clock ~1.7 GHz), unlike the kernels measured alone.
 template <int kR>
 struct Bf16Loader {
   const uint16_t* w;
@@ -124,7 +134,10 @@ struct Df11Loader : fixed_lanes::TileDecoder<kR, kTilesPerWarp, Geometry<kR>::kT
   // 10.1-10.6 / 11.0-11.3 ms at 16 / 32 tokens against 8.8-8.9 / 10.0-10.1
   // (bench/results/df11_gemv_h100_df11_minblocks2_ab.log). Two stage buffers, 1 or 4 tiles a warp,
   // 2 CTAs per SM at 64 tokens and 4 at 3-8 tokens were all slower again (docs/df11-lanes.md, "a
-  // local optimum"; df11_gemv_h100_{df11_stages,tile_rows,df11_blocks}_ab.log).
+  // local optimum"; df11_gemv_h100_{df11_stages,tile_rows,df11_blocks}_ab.log). x's columns of a
+  // stage copied into shared memory (cp.async, issued before the stage decodes; the fragments then
+  // read there) with 4 rows per tile from 17 tokens was slower too: the step's DF11 linears
+  // 12.42-12.50 ms at 64 tokens against 11.91-12.03 (bench/results/df11_gemv_h100_df11_staged_x.log).
   static constexpr bool kAsync = false;
   static constexpr int kStages = 1;
   static constexpr int kMinBlocks = 3;

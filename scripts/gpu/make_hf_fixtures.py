@@ -33,9 +33,15 @@ import torch
 import transformers
 
 VOCAB = 512
-PROMPT_LEN = 24
+PROMPT_LEN = 24  # unless an architecture sets prompt_len
 STEPS = 32
-LOGITS_POSITIONS = [0, 7, 15, PROMPT_LEN - 1]
+
+
+def logits_positions(prompt_len):
+    """Prompt positions whose logits are recorded: the first, a few inside, the last."""
+    inner = [7, 15] if prompt_len <= 64 else [63, 64, 127]
+    return [0] + [p for p in inner if p < prompt_len - 1] + [prompt_len - 1]
+
 STD = 0.15
 
 
@@ -80,6 +86,16 @@ ARCHS = {
         v5=dict(COMMON, head_dim=32, tie_word_embeddings=False, use_sliding_window=False, attention_bias=False,
                 rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
         legacy=dict(COMMON, head_dim=32, tie_word_embeddings=False, use_sliding_window=False, attention_bias=False,
+                    rope_theta=1000000.0),
+        rope=dict(full=dict(type="default", theta=1000000.0, partial=1.0))),
+    # Qwen3's head dim (128) and a 160-token prompt: on an H100 the CUDA prefill runs the Hopper
+    # attention kernel (head dims 65..128) over 3 query tiles of 64 tokens (group 2: 128 rows a
+    # block) and 2 key tiles of 128, and the decode steps split their keys.
+    "qwen3_hd128": dict(
+        config="Qwen3Config", model="Qwen3ForCausalLM", head_dim=128, prompt_len=160,
+        v5=dict(COMMON, head_dim=128, tie_word_embeddings=False, use_sliding_window=False, attention_bias=False,
+                rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
+        legacy=dict(COMMON, head_dim=128, tie_word_embeddings=False, use_sliding_window=False, attention_bias=False,
                     rope_theta=1000000.0),
         rope=dict(full=dict(type="default", theta=1000000.0, partial=1.0))),
     "phi3": dict(
@@ -193,10 +209,10 @@ def from_pretrained(model_cls, path, dtype, device, impl):
 
 @torch.no_grad()
 def run_reference(model, prompt, device):
-    """Logits at LOGITS_POSITIONS of the prompt and STEPS greedy tokens (full recompute)."""
+    """Logits at logits_positions of the prompt and STEPS greedy tokens (full recompute)."""
     ids = torch.tensor([prompt], device=device)
     logits = model(input_ids=ids).logits[0].float().cpu()
-    rows = [logits[p].tolist() for p in LOGITS_POSITIONS]
+    rows = [logits[p].tolist() for p in logits_positions(len(prompt))]
     tokens = []
     for _ in range(STEPS):
         nxt = int(model(input_ids=ids).logits[0, -1].float().argmax())
@@ -267,7 +283,7 @@ def make_fixture(name, arch, out_root, gpu):
     check_legacy_loads(out, config_v4, model_cls, arch)
 
     gen = torch.Generator().manual_seed(7)
-    prompt = [1] + torch.randint(3, VOCAB, (PROMPT_LEN - 1,), generator=gen).tolist()
+    prompt = [1] + torch.randint(3, VOCAB, (arch.get("prompt_len", PROMPT_LEN) - 1,), generator=gen).tolist()
     ref = from_pretrained(model_cls, out, torch.float32, "cpu", attention_of(arch))
     if not check_rope(ref, arch):
         raise FixtureError(f"{name}: the saved directory loads with other rope frequencies")
@@ -279,7 +295,7 @@ def make_fixture(name, arch, out_root, gpu):
                                           "cuda")
         agreeing = next((i for i, (a, b) in enumerate(zip(tokens_a, tokens_b)) if a != b), STEPS)
     expected = dict(architecture=arch["model"], transformers_version=transformers.__version__,
-                    torch_version=torch.__version__, prompt=prompt, logits_positions=LOGITS_POSITIONS,
+                    torch_version=torch.__version__, prompt=prompt, logits_positions=logits_positions(len(prompt)),
                     logits_fp32_cpu=logits_a, logits_bf16_gpu=logits_b, greedy_fp32_cpu=tokens_a,
                     greedy_bf16_gpu=tokens_b, agreeing_steps=agreeing, attention=attention_of(arch),
                     config_files=["config.json", "config_v4.json"])

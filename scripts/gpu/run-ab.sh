@@ -17,6 +17,8 @@
 #   GEMV="A B"        df11_gemv_bench binaries, alternating, ROUNDS rounds
 #   ENGINE=NAME       after STEPS: engine_bench NAME on the BF16 and the DF11 model, CONCURRENCY
 #                     (1,8,32,64,128) streams, prompt 512, output 256
+#   CLOCKS=1          nvidia-smi samples the SM clock, power, temperature and throttle reasons
+#                     every 100 ms into clocks.csv, and each run's start and end times go to ab.log
 #   ROUNDS (2), WORK (/tmp/df11-ab: kept, so a second visit to the same warm machine reuses the
 #   models), BATCHES (1,8,64,128,256), REPS (10)
 # Everything lands in $OUT (./out): ab.log (the summary) and one log per run, packed into
@@ -32,10 +34,18 @@ log="$out/ab.log"
 say() { echo "$*" | tee -a "$log"; }
 start=$(date +%s)
 stamp() { say "-- $1: $(( $(date +%s) - start )) s"; }
+# Wall-clock marks (seconds, to match clocks.csv) around a run when CLOCKS is set.
+mark() { [ -z "${CLOCKS:-}" ] || say "-- $1 at $(date +%s.%N)"; }
 
 bundle=$(scripts/gpu/bundle-dir.sh "$archive" /tmp/ab-bundle)
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee -a "$log"
 status=0
+if [ -n "${CLOCKS:-}" ]; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv,noheader -lms 100 > "$out/clocks.csv" 2>&1 &
+  clocks_pid=$!
+  say "-- clocks sampled from $(date +%s.%N) (nvidia-smi timestamps are local time)"
+fi
 
 if [ -n "${TESTS:-}" ]; then
   "$bundle/run" test_kernels --gtest_brief=1 > "$out/test_kernels.log" 2>&1
@@ -88,8 +98,10 @@ if [ -n "${STEPS:-}" ]; then
     for i in "${!runs[@]}"; do
       read -r -a argv <<< "${runs[$i]}"
       say "===== ${runs[$i]} round $r"
+      mark start
       "$bundle/run" "${argv[0]}" "$work/bf16" "$work/df11" --reps "${REPS:-10}" --batches "${BATCHES:-1,8,64,128,256}" \
         "${argv[@]:1}" --json "$out/step_${i}_r$r.json" > "$out/step_${i}_r$r.log" 2>&1 || status=1
+      mark end
       grep -E 'decode batch|prefill|^[0-9]|^batch' "$out/step_${i}_r$r.log" | tee -a "$log"
     done
     stamp "steps round $r"
@@ -106,7 +118,8 @@ if [ -n "${ENGINE:-}" ] && [ -f "$work/df11/.done" ]; then
   stamp engine
 fi
 
-(cd "$out" && find . -maxdepth 1 -type f \( -name '*.log' -o -name '*.json' \) ! -name ab.log -printf '%f\n' > .packed &&
+[ -z "${clocks_pid:-}" ] || kill "$clocks_pid"
+(cd "$out" && find . -maxdepth 1 -type f \( -name '*.log' -o -name '*.json' -o -name '*.csv' \) ! -name ab.log -printf '%f\n' > .packed &&
   tar -czf ab-results.tgz -T .packed && xargs -r rm -f < .packed; rm -f .packed)
 say "== done in $(( $(date +%s) - start )) s, status $status"
 exit $status

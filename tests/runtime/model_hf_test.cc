@@ -1,7 +1,8 @@
 // The runtime against Hugging Face transformers on every device: tiny random models of every
-// architecture (tests/fixtures/models/<arch>/, made by scripts/gpu/make_hf_fixtures.py) with
-// transformers' logits and greedy tokens in expected.json: the CPU (fp32) against transformers'
-// fp32 CPU run, CUDA (bf16) against its bf16 GPU run. Each fixture runs with each of its config
+// architecture (tests/fixtures/models/<arch>/, made by scripts/gpu/make_hf_fixtures.py), and Qwen3
+// again with head dim 128 and a 160-token prompt (qwen3_hd128: on Hopper its prefill runs the wgmma
+// attention kernel), with transformers' logits and greedy tokens in expected.json: the CPU (fp32)
+// against transformers' fp32 CPU run, CUDA (bf16) against its bf16 GPU run. Each fixture runs with each of its config
 // files (transformers 5 style config.json and 4.5x style config_v4.json), from BF16 and from a
 // DF11 compression of it. A missing fixture FAILS: the fixtures are part of the test suite. CUDA
 // instances skip without a GPU; on the GPU machine they print a [parity] line per run.
@@ -147,8 +148,8 @@ TEST(HfFixtures, DirectoryExists) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, HfFixtureTest,
-                         ::testing::Combine(kDevices,
-                                            ::testing::Values("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3")),
+                         ::testing::Combine(kDevices, ::testing::Values("llama", "mistral", "qwen2", "qwen3",
+                                                                        "qwen3_hd128", "phi3", "gemma3")),
                          [](const auto& info) {
                            return DeviceLabel(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });
