@@ -338,13 +338,8 @@ Status WgmmaPrefillAttention(const PagedKvLayer& cache, const BatchLayout& batch
                              const uint16_t* q, uint16_t* out, cudaStream_t stream) {
   int device = 0, sms = 0;
   DF11_RETURN_IF_ERROR(CurrentDeviceSms(&device, &sms));
-  static thread_local int sized_device = -1;
-  if (device != sized_device) {
-    DF11_RETURN_IF_ERROR(
-        CheckCuda(cudaFuncSetAttribute(WgmmaPrefillKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
-                  "cudaFuncSetAttribute(WgmmaPrefillKernel)"));
-    sized_device = device;
-  }
+  DF11_RETURN_IF_ERROR(
+      AllowSharedBytes<WgmmaPrefillKernel>(kSharedBytes, device, "cudaFuncSetAttribute(WgmmaPrefillKernel)"));
   const int64_t chunks = params.num_heads / cache.num_kv_heads / nh;
   const dim3 grid(static_cast<unsigned>(batch.num_tiles), static_cast<unsigned>(cache.num_kv_heads),
                   static_cast<unsigned>(chunks));

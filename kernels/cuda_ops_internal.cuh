@@ -111,6 +111,19 @@ inline Status CurrentDeviceSms(int* device, int* sms) {
   return Status::Ok();
 }
 
+// Raises kKernel's dynamic shared-memory limit to `bytes` on `device` (the current one), once per
+// host thread and device: the attribute is per device, and each instance of this template (one per
+// kernel) remembers the device it last raised it on. `what` names the kernel in errors.
+template <auto kKernel>
+Status AllowSharedBytes(int bytes, int device, const char* what) {
+  static thread_local int sized_device = -1;
+  if (device == sized_device) return Status::Ok();
+  DF11_RETURN_IF_ERROR(
+      CheckCuda(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), what));
+  sized_device = device;
+  return Status::Ok();
+}
+
 // A persistent grid's fit: how many blocks of a kernel every SM holds at once, asked once per
 // thread and device (a caller keeps one, function-local static thread_local, per kernel instance).
 struct PersistentFit {

@@ -308,12 +308,8 @@ Status LaunchKernel(const Loader& ld, const uint16_t* x, const float* bias, int6
                     bool accumulate, uint16_t* y, int64_t ctas, int device, GpuStream stream) {
   constexpr int kSharedBytes = SharedBytes<kR, kNT, Loader>();
   auto* kernel = TileGemmKernel<kR, kNT, Loader, kBlocks>;
-  static thread_local int sized_device = -1;  // per kernel instance: the shared-memory limit raised
-  if (device != sized_device) {
-    DF11_RETURN_IF_ERROR(cuda::CheckCuda(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes), "TileGemmKernel"));
-    sized_device = device;
-  }
+  DF11_RETURN_IF_ERROR(
+      (cuda::AllowSharedBytes<TileGemmKernel<kR, kNT, Loader, kBlocks>>(kSharedBytes, device, "TileGemmKernel")));
   cuda::LaunchDependentShared(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), kSharedBytes,
                               reinterpret_cast<cudaStream_t>(stream), ld, x, bias, n, k, static_cast<int>(tokens),
                               accumulate, y);

@@ -173,13 +173,7 @@ Status Launch(const uint16_t* x, const uint16_t* w, const float* bias, int64_t t
   int64_t k_per_split = 0;
   Plan(n, k, sms, Geometry<kN>::kCtasPerSm, &splits, &k_per_split);
   auto* kernel = WgmmaGemmKernel<kN>;
-  static thread_local int sized_device = -1;
-  if (device != sized_device) {
-    DF11_RETURN_IF_ERROR(
-        CheckCuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Geometry<kN>::kSharedBytes),
-                  "WgmmaGemmKernel"));
-    sized_device = device;
-  }
+  DF11_RETURN_IF_ERROR(AllowSharedBytes<WgmmaGemmKernel<kN>>(Geometry<kN>::kSharedBytes, device, "WgmmaGemmKernel"));
   const dim3 grid(static_cast<unsigned>((n + kBM - 1) / kBM), static_cast<unsigned>(splits));
   LaunchDependentShared(kernel, grid, dim3(kThreads), Geometry<kN>::kSharedBytes, stream, x, w, bias, tokens, n, k,
                         k_per_split, accumulate, y, splits > 1 ? workspace : nullptr);

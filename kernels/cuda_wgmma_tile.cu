@@ -292,12 +292,7 @@ Status Launch(const Loader& ld, const uint16_t* x, const float* bias, int64_t n,
   auto* kernel = WgmmaTileKernel<kWarps, Loader>;
   int device = 0, sms = 0;
   DF11_RETURN_IF_ERROR(cuda::CurrentDeviceSms(&device, &sms));
-  static thread_local int sized_device = -1;  // per kernel instance: the shared-memory limit raised
-  if (device != sized_device) {
-    DF11_RETURN_IF_ERROR(cuda::CheckCuda(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared), "WgmmaTileKernel"));
-    sized_device = device;
-  }
+  DF11_RETURN_IF_ERROR((cuda::AllowSharedBytes<WgmmaTileKernel<kWarps, Loader>>(kShared, device, "WgmmaTileKernel")));
   cuda::LaunchDependentShared(kernel, dim3(static_cast<unsigned>((n + kRows - 1) / kRows)), dim3(kWarps * 32), kShared,
                               reinterpret_cast<cudaStream_t>(stream), ld, x, bias, n, k, static_cast<int>(tokens),
                               accumulate, y);

@@ -33,6 +33,7 @@ constexpr int kMaxCodesPerWindow = 64;        // codes are >= 1 bit and start in
 // Staging: each thread's decoded symbols sit contiguously in its own 68-byte row (64 codes, one
 // spare for the pair store, padding); 68 = 17 words, odd, so lanes at equal depth hit distinct banks.
 constexpr int kStagingStride = 68;
+static_assert(kStagingStride >= kMaxCodesPerWindow + 1, "a window's codes and the pair store's spare fit its row");
 constexpr int kTableBytes = kFastTableSize * 4;
 constexpr int kScanBytes = 32 * 4;
 constexpr int kStagingBytes = kThreads * kStagingStride;  // multiple of 16: `exps` stays 16-byte aligned

@@ -437,7 +437,9 @@ TEST_P(ModelTest, OffloadAndRestoreKeepEveryBit) {
       auto kept_or = Model::Load(dir, o);
       ASSERT_TRUE(moved_or.ok() && kept_or.ok()) << moved_or.status().ToString();
       std::unique_ptr<Model> moved = std::move(moved_or).value(), kept = std::move(kept_or).value();
-      if (fixed) EXPECT_GT(moved->load_report().fixed_lane_matrices, 0);
+      if (fixed) {
+        EXPECT_GT(moved->load_report().fixed_lane_matrices, 0);
+      }
       TestBatch m(*moved, 16, 2), k(*kept, 16, 2);
       StepOutput mo, ko;
       ASSERT_TRUE(m.Run({{1, 17, 300}, {42, 5, 99, 256}}, false, &mo).ok());

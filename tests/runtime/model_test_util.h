@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,12 @@ inline ModelOptions OptionsFor(Device device) {
   return o;
 }
 
-// max_i |a_i - b_i| / max_i |b_i| over n elements.
+// max_i |a_i - b_i| / max_i |b_i| over n elements; infinite where a_i is NaN and b_i is not (std::max
+// would skip it).
 inline double MaxRelDiff(const float* a, const float* b, size_t n) {
   double num = 0, den = 0;
   for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(a[i]) && !std::isnan(b[i])) return std::numeric_limits<double>::infinity();
     num = std::max(num, std::fabs(double(a[i]) - b[i]));
     den = std::max(den, std::fabs(double(b[i])));
   }
