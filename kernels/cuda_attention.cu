@@ -573,10 +573,10 @@ constexpr size_t SharedBytes() {
 template <int DP, int kRowWarps>
 Status AllowShared() {
   if (SharedBytes<DP, kRowWarps>() <= 48 * 1024) return Status::Ok();
-  // Per device, so on every launch (cheap).
-  return CheckCuda(cudaFuncSetAttribute(AttentionKernel<DP, kRowWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(SharedBytes<DP, kRowWarps>())),
-                   "cudaFuncSetAttribute(AttentionKernel)");
+  int device = 0, sms = 0;
+  DF11_RETURN_IF_ERROR(CurrentDeviceSms(&device, &sms));
+  return AllowSharedBytes<AttentionKernel<DP, kRowWarps>>(static_cast<int>(SharedBytes<DP, kRowWarps>()), device,
+                                                          "cudaFuncSetAttribute(AttentionKernel)");
 }
 
 template <int DP, int kRowWarps>

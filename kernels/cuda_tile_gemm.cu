@@ -83,7 +83,7 @@ __device__ __forceinline__ void StoreEntry(uint16_t* stage, int local_tile, int 
 // W). The linears alone got faster, in df11_gemv_bench (8.07-8.29 ms a step at 64 tokens against
 // 8.85-9.04; bench/results/df11_gemv_h100_bf16_row_blocks.log, with the other shapes tried) and
 // in the model's own eager step under ncu (kernels 10.99 ms against 11.72 at batch 64), but the
-// model's graph step did not: batch 64 11.37-11.45 ms against 11.36-11.42, batch 32 8.60-8.69
+// model's graph step did not: batch 64 11.37-11.47 ms against 11.33-11.42, batch 32 8.59-8.69
 // against 8.43-8.50, nor with the next kernel allowed to launch only after the main loop, nor with
 // 512-column stages (bench/results/ab_h100_bf16_row_blocks.log). Those steps run at the H100's
 // 700 W power cap (SM clock ~1.7 GHz), unlike the kernels measured alone.

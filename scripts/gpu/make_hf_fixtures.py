@@ -35,14 +35,13 @@ import transformers
 VOCAB = 512
 PROMPT_LEN = 24  # unless an architecture sets prompt_len
 STEPS = 32
+STD = 0.15
 
 
 def logits_positions(prompt_len):
     """Prompt positions whose logits are recorded: the first, a few inside, the last."""
     inner = [7, 15] if prompt_len <= 64 else [63, 64, 127]
     return [0] + [p for p in inner if p < prompt_len - 1] + [prompt_len - 1]
-
-STD = 0.15
 
 
 class FixtureError(Exception):
