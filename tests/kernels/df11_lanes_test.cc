@@ -441,8 +441,8 @@ TEST(Df11LanesCuda, FusedTileGemmIsTileGemmBitForBit) {
 TEST(Df11LanesCuda, FusedWgmmaTileIsWgmmaTileBitForBit) {
   REQUIRE_GPU();
   if (!cuda::WgmmaGemmAvailable()) GTEST_SKIP() << "not a compute capability 9.0 GPU: WgmmaTileGemm not tested";
-  for (const auto& [twin_config, fused_config] :
-       {std::pair<int, int>{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}, {1, 0}, {0, 1}}) {
+  for (const auto& configs : {std::pair<int, int>{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}, {1, 0}, {0, 1}}) {
+    const int twin_config = configs.first, fused_config = configs.second;  // lambdas capture these
     SCOPED_TRACE("BF16 configuration " + std::to_string(twin_config) + ", DF11 configuration " +
                  std::to_string(fused_config));
     ExpectFusedIsTwin(
