@@ -92,7 +92,10 @@ __device__ __forceinline__ int64_t SplitKeys(int64_t span, int splits) {
 // Decode with one stage to fit 4 or 5 blocks per SM (a 64-sequence grid of 512 blocks then runs
 // in one wave instead of 1.3) was slower (attention_h100_decode_occupancy_ab.log, two runs each):
 // batch 64 over 512 keys 0.072-0.073 ms a layer at 4 blocks, 0.097 at 5, against 0.066; batch 8
-// 0.030-0.031 against 0.023-0.024: the second stage hides more than the extra blocks do.
+// 0.030-0.031 against 0.023-0.024: the second stage hides more than the extra blocks do. Issuing
+// the first K/V tile before the q loads (one more barrier) was slower at small batches: decode at
+// batch 1 / 8 0.0100-0.0101 / 0.0170-0.0172 ms a layer against 0.0096-0.0099 / 0.0166-0.0168
+// (attention_h100_first_tile_early.log, three runs each, alternating).
 constexpr int Stages(int dp, int row_warps) { return row_warps == 1 && dp <= 128 ? 2 : 1; }
 
 // Blocks per SM the compiler must fit in registers: two prefill-mode blocks up to DP 128, whose
