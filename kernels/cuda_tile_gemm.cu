@@ -80,8 +80,8 @@ __device__ __forceinline__ void StoreEntry(uint16_t* stage, int local_tile, int 
 // Measured and not kept: from 17 tokens, for 1 or 2 rows per tile, 32-row CTAs with 256-column
 // stages (3 of them; the same reduction order, so the same bits), so each x fragment feeds two m16
 // tiles instead of one (with 16-row CTAs at 64 tokens a CTA reads 4 bytes of x from L2 per byte of
-// W). The linears alone got faster, in df11_gemv_bench (8.07-8.29 ms a step at 64 tokens against
-// 8.85-9.04; bench/results/df11_gemv_h100_bf16_row_blocks.log, with the other shapes tried) and
+// W). The linears alone got faster, in df11_gemv_bench (8.06-8.29 ms a step at 64 tokens against
+// 8.75-9.04; bench/results/df11_gemv_h100_bf16_row_blocks.log, with the other shapes tried) and
 // in the model's own eager step under ncu (kernels 10.99 ms against 11.72 at batch 64), but the
 // model's graph step did not: batch 64 11.37-11.47 ms against 11.33-11.42, batch 32 8.59-8.69
 // against 8.43-8.50, nor with the next kernel allowed to launch only after the main loop, nor with
