@@ -6,12 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu_ops.h"
+#include "tests/kernels/df11_test_util.h"
 
 #ifdef DF11_HAVE_CUDA
 #include "kernels/cuda_gemm.h"
@@ -63,17 +63,6 @@ std::vector<T> Download(const cuda::DeviceBuffer& buf, size_t n) {
   return host;
 }
 
-// max |got - want| / max |want|; infinite where got is NaN and want is not (std::max would skip it).
-double RelError(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(got[i]) && !std::isnan(want[i])) return std::numeric_limits<double>::infinity();
-    num = std::max(num, std::fabs(double(got[i]) - want[i]));
-    den = std::max(den, std::fabs(double(want[i])));
-  }
-  return num / std::max(den, 1e-30);
-}
-
 TEST(CudaOps, RmsNormMatchesCpu) {
   REQUIRE_GPU();
   // The per-thread kernel, and the vector path (dim % 256 == 0, >= 512 rows).
@@ -87,7 +76,7 @@ TEST(CudaOps, RmsNormMatchesCpu) {
       auto dw = Upload(w);
       ASSERT_TRUE(
           cuda::RmsNorm(dx.as<uint16_t>(), dw.as<float>(), rows, dim, 1e-6f, add_one, dx.as<uint16_t>(), nullptr).ok());
-      EXPECT_LE(RelError(ToFloat(Download<uint16_t>(dx, rows * dim)), want), 1e-2) << "add_one " << add_one;
+      EXPECT_LE(testing::MaxRelDiff(ToFloat(Download<uint16_t>(dx, rows * dim)), want), 1e-2) << "add_one " << add_one;
     }
 }
 
@@ -108,7 +97,7 @@ TEST(CudaOps, RopeMatchesCpu) {
                               nullptr)
                   .ok());
   const auto got = ToFloat(Download<uint16_t>(dx, x.size()));
-  EXPECT_LE(RelError(got, want), 2e-2);
+  EXPECT_LE(testing::MaxRelDiff(got, want), 2e-2);
   for (int64_t t = 0; t < tokens; ++t) {  // the unrotated tail passes through bit for bit
     for (int64_t i = rotary; i < head_dim; ++i)
       EXPECT_EQ(got[t * heads * head_dim + i], want[t * heads * head_dim + i]);
@@ -128,7 +117,7 @@ TEST(CudaOps, GatedActivationMatchesCpu) {
     ASSERT_TRUE(cuda::GatedActivation(act, d.as<uint16_t>(), 2 * inter, d.as<uint16_t>() + inter, 2 * inter, tokens,
                                       inter, out.as<uint16_t>(), nullptr)
                     .ok());
-    EXPECT_LE(RelError(ToFloat(Download<uint16_t>(out, tokens * inter)), want), 1e-2);
+    EXPECT_LE(testing::MaxRelDiff(ToFloat(Download<uint16_t>(out, tokens * inter)), want), 1e-2);
   }
 }
 
@@ -158,7 +147,7 @@ TEST(CudaOps, GatedActivationVectorPathIsBitIdentical) {
     const auto f = ToFloat(gate_up);
     std::vector<float> want(tokens * inter);
     cpu::GatedActivation(act, f.data(), 2 * inter, f.data() + inter, 2 * inter, tokens, inter, want.data(), 1);
-    EXPECT_LE(RelError(ToFloat(got8), want), 1e-2);
+    EXPECT_LE(testing::MaxRelDiff(ToFloat(got8), want), 1e-2);
   }
 }
 
@@ -456,15 +445,16 @@ void CheckAttention(const std::vector<AttentionSeq>& seqs, int64_t heads, int64_
     // keeps everything fp32.
     std::vector<uint16_t> got, again;
     launch(batch, &got);
-    EXPECT_LE(RelError(ToFloat(got), want), 1e-2) << "window " << window << " softcap " << softcap;
+    EXPECT_LE(testing::MaxRelDiff(ToFloat(got), want), 1e-2) << "window " << window << " softcap " << softcap;
     launch(batch, &again);  // same bits on a second run (deterministic)
     EXPECT_EQ(again, got);
     // A variant: within 1e-2 of the CPU twin and of the plain launch, the same bits twice.
     auto check_variant = [&](const BatchLayout& vb, const char* what) {
       std::vector<uint16_t> variant, repeat;
       launch(vb, &variant);
-      EXPECT_LE(RelError(ToFloat(variant), want), 1e-2) << what << ", window " << window << " softcap " << softcap;
-      EXPECT_LE(RelError(ToFloat(variant), ToFloat(got)), 1e-2) << what << " vs the plain launch";
+      EXPECT_LE(testing::MaxRelDiff(ToFloat(variant), want), 1e-2)
+          << what << ", window " << window << " softcap " << softcap;
+      EXPECT_LE(testing::MaxRelDiff(ToFloat(variant), ToFloat(got)), 1e-2) << what << " vs the plain launch";
       launch(vb, &repeat);
       EXPECT_EQ(repeat, variant) << what;
     };
@@ -538,14 +528,15 @@ TEST(CudaOps, GemmMatchesCpuAndIsPlacementIndependent) {
   ASSERT_TRUE(cuda::Synchronize(*stream).ok());
   const auto got1 = Download<uint16_t>(y1, tokens * n), got2 = Download<uint16_t>(y2, tokens * n);
   EXPECT_EQ(got1, got2);
-  EXPECT_LE(RelError(ToFloat(got1), want), 1e-2);
+  EXPECT_LE(testing::MaxRelDiff(ToFloat(got1), want), 1e-2);
   // GemmBias: cublasLt's bias epilogue for several tokens, broadcast + accumulate for one.
   for (const int64_t t : {tokens, int64_t{1}}) {
     ASSERT_TRUE(
         gemm.GemmBias(dx.as<uint16_t>(), dw.as<uint16_t>(), dbias.as<float>(), t, n, k, y1.as<uint16_t>(), *stream)
             .ok());
     ASSERT_TRUE(cuda::Synchronize(*stream).ok());
-    EXPECT_LE(RelError(ToFloat(Download<uint16_t>(y1, t * n)), std::vector<float>(want.begin(), want.begin() + t * n)),
+    EXPECT_LE(testing::MaxRelDiff(ToFloat(Download<uint16_t>(y1, t * n)),
+                                  std::vector<float>(want.begin(), want.begin() + t * n)),
               1e-2)
         << t << " tokens";
   }
@@ -574,13 +565,13 @@ TEST(CudaOps, GemvMatchesCpuForEveryTokenCount) {
       }
       const auto got = Download<uint16_t>(y, tokens * n);
       EXPECT_EQ(got, Download<uint16_t>(again, tokens * n));
-      EXPECT_LE(RelError(ToFloat(got), want), 1e-2);
+      EXPECT_LE(testing::MaxRelDiff(ToFloat(got), want), 1e-2);
       // accumulate: the bias broadcast into y first, then y += x · W^T.
       ASSERT_TRUE(cuda::BroadcastBias(dbias.as<float>(), tokens, n, y.as<uint16_t>(), nullptr).ok());
       ASSERT_TRUE(
           cuda::Gemv(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, true, y.as<uint16_t>(), nullptr)
               .ok());
-      EXPECT_LE(RelError(ToFloat(Download<uint16_t>(y, tokens * n)), want), 1e-2);
+      EXPECT_LE(testing::MaxRelDiff(ToFloat(Download<uint16_t>(y, tokens * n)), want), 1e-2);
     }
   }
   const auto x = Upload(RandomBf16(16, 1));
@@ -615,12 +606,12 @@ TEST(CudaOps, TileGemmMatchesCpu) {
         }
         const auto got = Download<uint16_t>(y, tokens * n);
         EXPECT_EQ(got, Download<uint16_t>(again, tokens * n));
-        EXPECT_LE(RelError(ToFloat(got), want), 1e-2);
+        EXPECT_LE(testing::MaxRelDiff(ToFloat(got), want), 1e-2);
         ASSERT_TRUE(cuda::BroadcastBias(dbias.as<float>(), tokens, n, y.as<uint16_t>(), nullptr).ok());
         ASSERT_TRUE(cuda::TileGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, true, y.as<uint16_t>(),
                                    nullptr, rows_per_tile)
                         .ok());
-        EXPECT_LE(RelError(ToFloat(Download<uint16_t>(y, tokens * n)), want), 1e-2);
+        EXPECT_LE(testing::MaxRelDiff(ToFloat(Download<uint16_t>(y, tokens * n)), want), 1e-2);
       }
     }
   }
@@ -661,12 +652,12 @@ TEST(CudaOps, WgmmaGemmMatchesCpu) {
       }
       const auto got = Download<uint16_t>(y, tokens * n);
       EXPECT_EQ(got, Download<uint16_t>(again, tokens * n));
-      EXPECT_LE(RelError(ToFloat(got), want), 1e-2);
+      EXPECT_LE(testing::MaxRelDiff(ToFloat(got), want), 1e-2);
       ASSERT_TRUE(cuda::BroadcastBias(dbias.as<float>(), tokens, n, y.as<uint16_t>(), nullptr).ok());
       ASSERT_TRUE(cuda::WgmmaGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, true, y.as<uint16_t>(),
                                   workspace.as<float>(), nullptr)
                       .ok());
-      EXPECT_LE(RelError(ToFloat(Download<uint16_t>(y, tokens * n)), want), 1e-2);
+      EXPECT_LE(testing::MaxRelDiff(ToFloat(Download<uint16_t>(y, tokens * n)), want), 1e-2);
     }
   }
   const auto x = Upload(RandomBf16(16, 1));

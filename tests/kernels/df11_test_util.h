@@ -1,13 +1,34 @@
-// Test helpers for the DF11 codec: weight generators for adversarial exponent distributions.
+// Test helpers for the kernels (and the layers above them): weight generators for adversarial
+// exponent distributions, and the relative error the tests bound.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 namespace df11::testing {
+
+// max_i |a_i - b_i| / max_i |b_i| over n elements; infinite where a_i is NaN and b_i is not (std::max
+// would skip it).
+inline double MaxRelDiff(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(a[i]) && !std::isnan(b[i])) return std::numeric_limits<double>::infinity();
+    num = std::max(num, std::fabs(double(a[i]) - b[i]));
+    den = std::max(den, std::fabs(double(b[i])));
+  }
+  return num / std::max(den, 1e-30);
+}
+inline double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  return MaxRelDiff(a.data(), b.data(), std::min(a.size(), b.size()));
+}
 
 inline uint16_t Bf16FromFloat(float f) {  // round to nearest even
   uint32_t u;

@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "kernels/gpu.h"
 #include "runtime/model/model.h"
+#include "tests/kernels/df11_test_util.h"
 
 namespace df11 {
 
@@ -32,21 +32,7 @@ inline ModelOptions OptionsFor(Device device) {
   return o;
 }
 
-// max_i |a_i - b_i| / max_i |b_i| over n elements; infinite where a_i is NaN and b_i is not (std::max
-// would skip it).
-inline double MaxRelDiff(const float* a, const float* b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (std::isnan(a[i]) && !std::isnan(b[i])) return std::numeric_limits<double>::infinity();
-    num = std::max(num, std::fabs(double(a[i]) - b[i]));
-    den = std::max(den, std::fabs(double(b[i])));
-  }
-  return num / std::max(den, 1e-30);
-}
-inline double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  return MaxRelDiff(a.data(), b.data(), std::min(a.size(), b.size()));
-}
+using testing::MaxRelDiff;  // tests/kernels/df11_test_util.h
 
 inline int32_t Argmax(const std::vector<float>& logits, size_t row, int64_t vocab) {
   const float* r = logits.data() + row * vocab;
