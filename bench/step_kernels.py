@@ -4,11 +4,12 @@ of every kernel, --csv --print-units base) into forward steps and prints the dec
 
 A step starts at each embedding kernel (EmbeddingGatherKernel; a DF11 model's embedding-rows decode
 comes just before it and is counted with the step before, see below). Decode steps are the steps
-with no prefill-mode attention (AttentionKernel<.., 4>); the last one complete in the CSV is
+with no prefill-mode attention (AttentionKernel<.., 4> or the Hopper WgmmaPrefillKernel); with
+--prefill, the steps that have it are taken instead. The last one complete in the CSV is
 printed kernel by kernel: (name, grid) -> launches, summed microseconds; then the total of every
 decode step seen (median). Times are ncu's, kernels serialized: no overlap between kernels, so a
 step's sum is not its wall time in a CUDA graph.
-Usage: step_kernels.py NCU.csv [--label TEXT]
+Usage: step_kernels.py NCU.csv [--label TEXT] [--prefill]
 """
 import argparse
 import csv
@@ -44,10 +45,15 @@ def rows(path):
     return out
 
 
+def is_prefill(step):
+    return any(re.search(r"AttentionKernel<\d+, 4>|WgmmaPrefillKernel", k[1]) for k in step)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("csv")
     parser.add_argument("--label", default="")
+    parser.add_argument("--prefill", action="store_true", help="sum the prefill steps instead of the decode steps")
     args = parser.parse_args()
     kernels = rows(args.csv)
     if not kernels:
@@ -60,15 +66,16 @@ def main():
             steps.append(current)
         if current is not None:
             current.append(k)
-    decode = [s for s in steps if not any(re.search(r"AttentionKernel<\d+, 4>", k[1]) for k in s)]
-    complete = decode[:-1] if decode and decode[-1] is steps[-1] else decode  # the last may be cut off
+    kind = "prefill" if args.prefill else "decode"
+    chosen = [s for s in steps if is_prefill(s) == args.prefill]
+    complete = chosen[:-1] if chosen and chosen[-1] is steps[-1] else chosen  # the last may be cut off
     if not complete:
-        print(f"{args.label}: {len(kernels)} kernels, {len(steps)} steps, no complete decode step")
+        print(f"{args.label}: {len(kernels)} kernels, {len(steps)} steps, no complete {kind} step")
         return 1
     totals = [sum(k[3] for k in s) for s in complete]
     last = complete[-1]
-    print(f"== {args.label}: {len(kernels)} kernels, {len(steps)} steps, {len(complete)} complete decode steps; "
-          f"kernel sum per decode step median {statistics.median(totals):.1f} us (min {min(totals):.1f}); "
+    print(f"== {args.label}: {len(kernels)} kernels, {len(steps)} steps, {len(complete)} complete {kind} steps; "
+          f"kernel sum per {kind} step median {statistics.median(totals):.1f} us (min {min(totals):.1f}); "
           f"the last, {len(last)} launches:")
     groups = {}
     for _, name, grid, us in last:

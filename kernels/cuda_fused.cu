@@ -204,7 +204,13 @@ __global__ void __launch_bounds__(32 * kItemWarps)
 // 0.0423-0.0425. Measured and not kept (ab_h100_l2_prefetch.log): this kernel's blocks asking L2
 // for the layer's o_proj weights (cp.async.bulk.prefetch.L2 in 16 KB pieces) in steps of up to 16
 // tokens, for the attention leaves HBM idle: BF16 batch 1 / 8 7.17 / 7.00-7.04 ms against 6.09 /
-// 6.54-6.61, DF11 batch 8 9.78-9.83 against 8.46-8.60.
+// 6.54-6.61, DF11 batch 8 9.78-9.83 against 8.46-8.60. The token's row bases, the lane's norm
+// weights and its rope factors are taken once for all its items (the compiler reloaded the table
+// and the weights per item: a store through a generic pointer might have changed them), 59
+// registers instead of 40 at DP 128 with 6 items (bench/results/attention_h100_prepare_hoist_ab.log,
+// three rounds each, alternating): a 2,048-token prefill 0.0341-0.0343 ms a layer against
+// 0.0402-0.0407, 4,096 tokens 0.0602-0.0603 against 0.0720-0.0725, 512 0.0098-0.0101 against
+// 0.0124-0.0127; decode steps within run-to-run noise.
 template <int DP, int kPerWarp>
 __global__ void __launch_bounds__(32 * kVecWarps)
     PrepareAttentionVecKernel(PagedKvLayer cache, BatchLayout batch, int64_t num_heads, QkvRows src, QkNormRope p,
@@ -215,19 +221,36 @@ __global__ void __launch_bounds__(32 * kVecWarps)
   AllowDependents();  // the attention launch may start and read its batch meanwhile
   __shared__ float rope_cos[DP / 2], rope_sin[DP / 2];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t t = blockIdx.x, kv_heads = cache.num_kv_heads, items = num_heads + 2 * kv_heads;
-  // The head vectors' loads first, so they fly while the block computes its rope table.
-  auto item_of = [&](int j) { return (int64_t{blockIdx.y} * kPerWarp + j) * kVecWarps + warp; };
-  auto source = [&](int64_t item) -> const uint16_t* {
-    if (item < num_heads) return src.q + t * src.q_stride + item * DP;
-    if (item < num_heads + kv_heads) return src.k + t * src.kv_stride + (item - num_heads) * DP;
-    return src.v + t * src.kv_stride + (item - num_heads - kv_heads) * DP;
+  const int64_t t = blockIdx.x;
+  const int heads = static_cast<int>(num_heads), kv_heads = static_cast<int>(cache.num_kv_heads);
+  const int items = heads + 2 * kv_heads;
+  // The token's rows, once: item i is q head i (i < heads), then k heads, then v heads.
+  const uint16_t* q_src = src.q + t * src.q_stride;
+  const uint16_t* k_src = src.k + t * src.kv_stride;
+  const uint16_t* v_src = src.v + t * src.kv_stride;
+  auto item_of = [&](int j) { return (static_cast<int>(blockIdx.y) * kPerWarp + j) * kVecWarps + warp; };
+  auto source = [&](int item) -> const uint16_t* {
+    if (item < heads) return q_src + item * DP;
+    if (item < heads + kv_heads) return k_src + (item - heads) * DP;
+    return v_src + (item - heads - kv_heads) * DP;
   };
+  // The head vectors' loads first, so they fly while the block computes its rope table; the lane's
+  // norm weights with them (held for every item: global loads after a store could not be hoisted).
   Vec raw[kPerWarp];
 #pragma unroll
   for (int j = 0; j < kPerWarp; ++j) {
-    const int64_t item = item_of(j);
+    const int item = item_of(j);
     if (item < items) raw[j] = reinterpret_cast<const Vec*>(source(item))[lane];
+  }
+  // Items grow with j: the warp has q heads if its first is one, k heads if its first is below the
+  // v heads and its last (maybe past the end) at or above the k heads.
+  const bool has_q = p.q_norm != nullptr && item_of(0) < heads;
+  const bool has_k = p.k_norm != nullptr && item_of(0) < heads + kv_heads && item_of(kPerWarp - 1) >= heads;
+  float q_w[E], k_w[E];
+#pragma unroll
+  for (int c = 0; c < E; ++c) {
+    q_w[c] = has_q ? p.q_norm[lane * E + c] : 0.0f;
+    k_w[c] = has_k ? p.k_norm[lane * E + c] : 0.0f;
   }
   const int32_t pos = batch.positions[t];
   const int rope_half = static_cast<int>(p.rotary_dim / 2);
@@ -240,19 +263,34 @@ __global__ void __launch_bounds__(32 * kVecWarps)
   const int64_t slot =
       int64_t{batch.tables[batch.table_begin[batch.token_seq[t]] + pos / cache.block_size]} * cache.block_size +
       pos % cache.block_size;
+  uint16_t* q_dst = q_out + t * num_heads * DP;
+  uint16_t* k_dst = cache.k + slot * kv_heads * DP;
+  uint16_t* v_dst = cache.v + slot * kv_heads * DP;
   __syncthreads();
+  // The lane's rope factors, the same for every item: elements first + c pair with entry
+  // (first + c) % half of the table (first < half: the lower half, x * cos - other * sin).
+  const int first = lane * E;
+  const bool rotates = first < 2 * rope_half, lower = first < rope_half;
+  const int shift = rope_half / E;
+  const int from = lower ? lane + shift : rotates ? lane - shift : lane;
+  float cs[E], sn[E];
+#pragma unroll
+  for (int c = 0; c < E; ++c) {
+    const int e = (lower ? first : first - rope_half) + c;
+    cs[c] = rotates ? rope_cos[e] : 0.0f;
+    sn[c] = rotates ? rope_sin[e] : 0.0f;
+  }
 #pragma unroll
   for (int j = 0; j < kPerWarp; ++j) {
-    const int64_t item = item_of(j);
-    if (item >= items) break;                                                     // the same for the whole warp
-    const int kind = item < num_heads ? 0 : item < num_heads + kv_heads ? 1 : 2;  // q, k, v
+    const int item = item_of(j);
+    if (item >= items) break;                                             // the same for the whole warp
+    const int kind = item < heads ? 0 : item < heads + kv_heads ? 1 : 2;  // q, k, v
     uint32_t w[W];
     std::memcpy(w, &raw[j], sizeof(w));
     uint16_t x[E];
 #pragma unroll
     for (int c = 0; c < E; ++c) x[c] = static_cast<uint16_t>(w[c / 2] >> (16 * (c % 2)));
-    const float* norm = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : nullptr;
-    if (norm != nullptr) {
+    if (kind == 0 ? p.q_norm != nullptr : kind == 1 && p.k_norm != nullptr) {
       float sq[E];
 #pragma unroll
       for (int c = 0; c < E; ++c) {
@@ -261,37 +299,30 @@ __global__ void __launch_bounds__(32 * kVecWarps)
       }
       const float r = rsqrtf(LaneBlockSum(sq) / static_cast<float>(DP) + p.eps);
 #pragma unroll
-      for (int c = 0; c < E; ++c) x[c] = NormElement(x[c], r, norm[lane * E + c], p.add_one);
+      for (int c = 0; c < E; ++c) x[c] = NormElement(x[c], r, kind == 0 ? q_w[c] : k_w[c], p.add_one);
     }
-    const int half = kind == 2 ? 0 : rope_half;
-    if (half > 0) {  // the same for the whole warp
-      const int shift = half / E, first = lane * E;
-      const int from = first < half ? lane + shift : first < 2 * half ? lane - shift : lane;
+    if (kind != 2 && rope_half > 0) {  // the same for the whole warp
       uint32_t own[W], other[W];
 #pragma unroll
       for (int q = 0; q < W; ++q) {
         own[q] = static_cast<uint32_t>(x[2 * q]) | static_cast<uint32_t>(x[2 * q + 1]) << 16;
         other[q] = __shfl_sync(0xFFFFFFFFu, own[q], from);
       }
-      if (first < 2 * half) {
+      if (rotates) {
 #pragma unroll
         for (int c = 0; c < E; ++c) {
-          const int e = first + c;
           const float mine = Bf16ToFloat(x[c]),
                       theirs = Bf16ToFloat(static_cast<uint16_t>(other[c / 2] >> (16 * (c % 2))));
-          if (e < half) {
-            x[c] = FloatToBf16(RoundBf16(mine * rope_cos[e]) - RoundBf16(theirs * rope_sin[e]));
-          } else {
-            x[c] = FloatToBf16(RoundBf16(mine * rope_cos[e - half]) + RoundBf16(theirs * rope_sin[e - half]));
-          }
+          x[c] = lower ? FloatToBf16(RoundBf16(mine * cs[c]) - RoundBf16(theirs * sn[c]))
+                       : FloatToBf16(RoundBf16(mine * cs[c]) + RoundBf16(theirs * sn[c]));
         }
       }
     }
 #pragma unroll
     for (int q = 0; q < W; ++q) w[q] = static_cast<uint32_t>(x[2 * q]) | static_cast<uint32_t>(x[2 * q + 1]) << 16;
-    uint16_t* out = kind == 0   ? q_out + (t * num_heads + item) * DP
-                    : kind == 1 ? cache.k + slot * kv_heads * DP + (item - num_heads) * DP
-                                : cache.v + slot * kv_heads * DP + (item - num_heads - kv_heads) * DP;
+    uint16_t* out = kind == 0   ? q_dst + item * DP
+                    : kind == 1 ? k_dst + (item - heads) * DP
+                                : v_dst + (item - heads - kv_heads) * DP;
     Vec v;
     std::memcpy(&v, w, sizeof(w));
     reinterpret_cast<Vec*>(out)[lane] = v;

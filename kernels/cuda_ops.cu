@@ -304,18 +304,6 @@ __global__ void RopeKernel(uint16_t* x, int64_t num_heads, int64_t head_dim, int
   }
 }
 
-// bf16(bf16(act(gate)) * up) of one element.
-__device__ __forceinline__ uint16_t Gated(Activation act, uint16_t gate, uint16_t up) {
-  const float g = Bf16ToFloat(gate);
-  float a;
-  if (act == Activation::kSilu) {
-    a = g / (1.0f + expf(-g));
-  } else {
-    a = 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
-  }
-  return FloatToBf16(RoundBf16(a) * Bf16ToFloat(up));
-}
-
 // One element per thread and step: any strides.
 __global__ void GatedActivationKernel(Activation act, const uint16_t* gate, int64_t gate_stride, const uint16_t* up,
                                       int64_t up_stride, int64_t inter, uint16_t* out) {

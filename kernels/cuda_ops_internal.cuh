@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/base/status.h"
+#include "kernels/batch_layout.h"  // Activation
 
 namespace df11::cuda {
 
@@ -20,6 +21,19 @@ __device__ __forceinline__ float Bf16ToFloat(uint16_t w) { return __uint_as_floa
 __device__ __forceinline__ uint16_t FloatToBf16(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
 // f rounded to the nearest BF16 value, kept as fp32.
 __device__ __forceinline__ float RoundBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
+
+// bf16(bf16(act(gate)) * up) of one element: the gated activation (GatedActivation, and the
+// gate|up linears that end in it: GemvGated, the fused DF11 GEMV's gated sink).
+__device__ __forceinline__ uint16_t Gated(Activation act, uint16_t gate, uint16_t up) {
+  const float g = Bf16ToFloat(gate);
+  float a;
+  if (act == Activation::kSilu) {
+    a = g / (1.0f + expf(-g));
+  } else {
+    a = 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
+  }
+  return FloatToBf16(RoundBf16(a) * Bf16ToFloat(up));
+}
 
 // Shared-memory address of a generic pointer into shared memory (for PTX).
 __device__ __forceinline__ uint32_t SharedAddress(const void* p) {
@@ -262,7 +276,9 @@ __device__ __forceinline__ float LaneBlockSum(float (&s)[E]) {
 // rows, few warps), so those keep the per-thread kernels; from 512 rows, on another machine
 // (ab_h100_vec_norm_512.log), prefill 53.55-54.47 against 53.20-54.63 (BF16) and 60.05-62.36
 // against 62.65 (DF11), decode unchanged: a gain of ~0.5 ms or less, inside the prefill's
-// run-to-run spread.
+// run-to-run spread. A warp's loads of a row are batched (kSumBatch, kNormBatch chunks in flight
+// before any is used; the arithmetic in the same order): ncu of a 2,048-token BF16 prefill step,
+// AddRmsNorm 20.1 us against 25.8 (bench/results/ncu_prefill_kernels_h100_norm_batch.txt).
 constexpr int kVecNormWarps = 8;
 constexpr int64_t kVecNormMinRows = 512;
 inline bool VecNormApplies(int64_t rows, int64_t dim, const void* a, const void* b, const void* c, const void* w) {
@@ -274,42 +290,64 @@ inline bool VecNormApplies(int64_t rows, int64_t dim, const void* a, const void*
 // NormElement(row[i]) (dst may alias row). Every lane of the warp calls it.
 __device__ __forceinline__ void WarpRmsNormRow(uint16_t* row, const uint16_t* add, const float* w, int64_t dim,
                                                float eps, bool add_one, uint16_t* dst) {
+  // kSumBatch (kNormBatch) chunks of the row are loaded before any is used, so a warp has that
+  // many loads in flight instead of one (the row's chunks are otherwise a chain of load latencies:
+  // few rows leave few warps); the arithmetic stays in chunk order.
+  constexpr int kSumBatch = 8, kNormBatch = 4;
   const int lane = threadIdx.x & 31;
   const int chunks = static_cast<int>(dim / 256);
   float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int k = 0; k < chunks; ++k) {
-    uint4* at = reinterpret_cast<uint4*>(row + 256 * k) + lane;
-    uint4 v = *at;
-    uint16_t e[8];
-    std::memcpy(e, &v, 16);
-    if (add != nullptr) {
-      const uint4 y = reinterpret_cast<const uint4*>(add + 256 * k)[lane];
-      uint16_t f[8];
-      std::memcpy(f, &y, 16);
+  for (int k0 = 0; k0 < chunks; k0 += kSumBatch) {
+    uint4 v[kSumBatch], y[kSumBatch];
 #pragma unroll
-      for (int c = 0; c < 8; ++c) e[c] = FloatToBf16(Bf16ToFloat(e[c]) + Bf16ToFloat(f[c]));
-      std::memcpy(&v, e, 16);
-      *at = v;
+    for (int j = 0; j < kSumBatch; ++j) {
+      if (k0 + j >= chunks) break;
+      v[j] = reinterpret_cast<const uint4*>(row + 256 * (k0 + j))[lane];
+      if (add != nullptr) y[j] = reinterpret_cast<const uint4*>(add + 256 * (k0 + j))[lane];
     }
 #pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const float x = Bf16ToFloat(e[c]);
-      sum[c] += x * x;
+    for (int j = 0; j < kSumBatch; ++j) {
+      if (k0 + j >= chunks) break;
+      uint16_t e[8];
+      std::memcpy(e, &v[j], 16);
+      if (add != nullptr) {
+        uint16_t f[8];
+        std::memcpy(f, &y[j], 16);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) e[c] = FloatToBf16(Bf16ToFloat(e[c]) + Bf16ToFloat(f[c]));
+        std::memcpy(&v[j], e, 16);
+        reinterpret_cast<uint4*>(row + 256 * (k0 + j))[lane] = v[j];
+      }
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const float x = Bf16ToFloat(e[c]);
+        sum[c] += x * x;
+      }
     }
   }
   const float r = rsqrtf(LaneBlockSum(sum) / static_cast<float>(dim) + eps);
-  for (int k = 0; k < chunks; ++k) {
-    const uint4 v = reinterpret_cast<const uint4*>(row + 256 * k)[lane];
-    const float4 w0 = reinterpret_cast<const float4*>(w + 256 * k)[2 * lane];
-    const float4 w1 = reinterpret_cast<const float4*>(w + 256 * k)[2 * lane + 1];
-    const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-    uint16_t e[8];
-    std::memcpy(e, &v, 16);
+  for (int k0 = 0; k0 < chunks; k0 += kNormBatch) {
+    uint4 v[kNormBatch];
+    float4 w0[kNormBatch], w1[kNormBatch];
 #pragma unroll
-    for (int c = 0; c < 8; ++c) e[c] = NormElement(e[c], r, wv[c], add_one);
-    uint4 o;
-    std::memcpy(&o, e, 16);
-    reinterpret_cast<uint4*>(dst + 256 * k)[lane] = o;
+    for (int j = 0; j < kNormBatch; ++j) {
+      if (k0 + j >= chunks) break;
+      v[j] = reinterpret_cast<const uint4*>(row + 256 * (k0 + j))[lane];
+      w0[j] = reinterpret_cast<const float4*>(w + 256 * (k0 + j))[2 * lane];
+      w1[j] = reinterpret_cast<const float4*>(w + 256 * (k0 + j))[2 * lane + 1];
+    }
+#pragma unroll
+    for (int j = 0; j < kNormBatch; ++j) {
+      if (k0 + j >= chunks) break;
+      const float wv[8] = {w0[j].x, w0[j].y, w0[j].z, w0[j].w, w1[j].x, w1[j].y, w1[j].z, w1[j].w};
+      uint16_t e[8];
+      std::memcpy(e, &v[j], 16);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) e[c] = NormElement(e[c], r, wv[c], add_one);
+      uint4 o;
+      std::memcpy(&o, e, 16);
+      reinterpret_cast<uint4*>(dst + 256 * (k0 + j))[lane] = o;
+    }
   }
 }
 
