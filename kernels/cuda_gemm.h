@@ -27,6 +27,13 @@ bool GemvApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k
 // rows per warp (bench/gemv_bench measures them); 0 lets the shape choose.
 Status Gemv(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
             bool accumulate, uint16_t* y, GpuStream stream, int rows_per_warp = 0);
+// A gate|up linear and its gated activation in one launch: W [2 inter, K] holds the gate rows,
+// then the up rows (bias, if any, [2 inter] alike); out[T, inter] = bf16(bf16(act(g)) * u) with
+// g, u the rows' outputs as Gemv rounds them. The bits of Gemv into [T, 2 inter] followed by
+// GatedActivation (each row's sum is Gemv's whatever rows a warp owns); one launch fewer and no
+// [T, 2 inter] intermediate. Operands as Gemv's (GemvApplies); INVALID_ARGUMENT otherwise.
+Status GemvGated(Activation act, const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens,
+                 int64_t inter, int64_t k, uint16_t* out, GpuStream stream);
 
 // The tensor-core small-batch linear (cuda_tile_gemm.cu): y[T, N] = x[T, K] · W[N, K]^T (+ bias
 // [N] fp32) (+ y's old value when accumulate), fp32 accumulation rounded to bf16 once, for

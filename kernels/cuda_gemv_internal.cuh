@@ -47,8 +47,7 @@ __device__ __forceinline__ void GemvDot8(const uint4& w, const float (&xf)[8], f
 // Rows first + [0, kRows) (those < n) of y [kTokens, n]: every lane passes its partial sums; lane 0
 // writes. bias: [n] fp32 or null; accumulate: y's old value joins the sum.
 template <int kRows, int kTokens>
-__device__ __forceinline__ void GemvStore(float (&acc)[kRows][kTokens], int64_t first, int64_t n,
-                                          const float* __restrict__ bias, bool accumulate, uint16_t* __restrict__ y) {
+__device__ __forceinline__ void LaneSums(float (&acc)[kRows][kTokens]) {  // the butterfly over the 32 lanes
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
 #pragma unroll
@@ -56,6 +55,12 @@ __device__ __forceinline__ void GemvStore(float (&acc)[kRows][kTokens], int64_t 
       for (int offset = 16; offset > 0; offset /= 2) acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], offset);
     }
   }
+}
+
+template <int kRows, int kTokens>
+__device__ __forceinline__ void GemvStore(float (&acc)[kRows][kTokens], int64_t first, int64_t n,
+                                          const float* __restrict__ bias, bool accumulate, uint16_t* __restrict__ y) {
+  LaneSums(acc);
   if (threadIdx.x % 32 != 0) return;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -67,6 +72,32 @@ __device__ __forceinline__ void GemvStore(float (&acc)[kRows][kTokens], int64_t 
       if (bias != nullptr) v += bias[row];
       if (accumulate) v += Bf16ToFloat(y[t * n + row]);
       y[t * n + row] = FloatToBf16(v);
+    }
+  }
+}
+
+// The gated sink of a gate|up linear (W [2 inter, K]: gate rows, then up rows): acc[r] holds rows
+// first + r (gate) and acc[kPairs + r] rows inter + first + r (up), r < kPairs. Each row is summed
+// and rounded as GemvStore does (butterfly, + bias, bf16), then out[t, first + r] = Gated(gate, up)
+// for first + r < inter: the bits of GemvStore followed by GatedActivation.
+template <int kPairs, int kTokens>
+__device__ __forceinline__ void GemvGatedStore(float (&acc)[2 * kPairs][kTokens], int64_t first, int64_t inter,
+                                               const float* __restrict__ bias, Activation act,
+                                               uint16_t* __restrict__ out) {
+  LaneSums(acc);
+  if (threadIdx.x % 32 != 0) return;
+#pragma unroll
+  for (int r = 0; r < kPairs; ++r) {
+    const int64_t row = first + r;
+    if (row >= inter) break;
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+      float g = acc[r][t], u = acc[kPairs + r][t];
+      if (bias != nullptr) {
+        g += bias[row];
+        u += bias[inter + row];
+      }
+      out[t * inter + row] = Gated(act, FloatToBf16(g), FloatToBf16(u));
     }
   }
 }

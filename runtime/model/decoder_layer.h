@@ -22,6 +22,9 @@
 //   AddThenNorm(E* hidden, const E* y, const Vector& w, tokens, dim, E* normed)
 //       hidden += y, then normed = RmsNorm(hidden) (one op so that a backend may fuse the pair)
 //   GatedActivation(act, gate, gate_stride, up, up_stride, tokens, inter, E* out)
+//   GateUpActivation(const Linear& w, const E* x, tokens, act, inter, E* gate_up, E* out)
+//       out [T, inter] = GatedActivation of Linear(w, x) [T, 2 inter] (gate rows, then up rows),
+//       gate_up that linear's scratch (one op so that a backend may fuse the pair)
 //   AddInPlace(E* x, const E* y, n)                          the residual add
 // Every op returns Status.
 #pragma once
@@ -143,8 +146,7 @@ Status RunDecoderLayer(Ops& ops, const ModelConfig& c, int64_t layer, const type
   DF11_RETURN_IF_ERROR(ops.AddThenNorm(b.hidden, b.proj, w.vector(mlp_norm), T, H, b.normed));
   const Activation act = ActivationOf(c);
   if (w.linear(LT::kGateUp).out_features > 0) {  // rows: gate | up
-    DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kGateUp), b.normed, T, b.gate));
-    DF11_RETURN_IF_ERROR(ops.GatedActivation(act, b.gate, 2 * inter, b.gate + inter, 2 * inter, T, inter, b.act));
+    DF11_RETURN_IF_ERROR(ops.GateUpActivation(w.linear(LT::kGateUp), b.normed, T, act, inter, b.gate, b.act));
   } else {
     DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kGate), b.normed, T, b.gate));
     DF11_RETURN_IF_ERROR(ops.Linear(w.linear(LT::kUp), b.normed, T, b.up));

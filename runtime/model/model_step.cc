@@ -160,6 +160,11 @@ struct Model::CpuOps {
     cpu::GatedActivation(act, gate, gate_stride, up, up_stride, tokens, inter, out, threads());
     return Status::Ok();
   }
+  Status GateUpActivation(const LinearWeight& w, const float* x, int64_t tokens, Activation act, int64_t inter,
+                          float* gate_up, float* out) {
+    DF11_RETURN_IF_ERROR(Linear(w, x, tokens, gate_up));
+    return GatedActivation(act, gate_up, 2 * inter, gate_up + inter, 2 * inter, tokens, inter, out);
+  }
   Status AddInPlace(float* x, const float* y, int64_t n) {
     cpu::AddInPlace(x, y, n);
     return Status::Ok();

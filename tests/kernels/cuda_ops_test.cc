@@ -581,6 +581,52 @@ TEST(CudaOps, GemvMatchesCpuForEveryTokenCount) {
             StatusCode::kInvalidArgument);
 }
 
+// GemvGated (a gate|up linear and its gated activation in one launch) against Gemv into [T, 2 inter]
+// then GatedActivation: the same bits for every token count, both activations, with and without a
+// bias, and inter whose warps own one or two pairs (2 inter below / from 8,192 rows), odd, and
+// not a multiple of a block's pairs.
+TEST(CudaOps, GemvGatedIsGemvThenGatedActivationBitForBit) {
+  REQUIRE_GPU();
+  for (const auto& [inter, k] : {std::pair<int64_t, int64_t>{37, 264}, {96, 4096}, {4100, 136}, {4097, 64}}) {
+    const auto w = RandomBf16(2 * inter * k, 41, 0.05f);
+    const auto bias = ToFloat(RandomBf16(2 * inter, 42));
+    auto dw = Upload(w), dbias = Upload(bias);
+    for (int64_t tokens = 1; tokens <= cuda::kGemvMaxTokens; ++tokens) {
+      auto dx = Upload(RandomBf16(tokens * k, 40 + tokens, 2.0f));
+      for (const Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+        for (const bool with_bias : {false, true}) {
+          SCOPED_TRACE(std::to_string(tokens) + " tokens, inter " + std::to_string(inter) + ", k " + std::to_string(k) +
+                       (act == Activation::kSilu ? ", silu" : ", gelu") + (with_bias ? ", bias" : ""));
+          const float* b = with_bias ? dbias.as<float>() : nullptr;
+          auto gate_up = Upload(std::vector<uint16_t>(tokens * 2 * inter));
+          auto want = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));  // NaN: unwritten shows
+          auto got = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));
+          ASSERT_TRUE(cuda::Gemv(dx.as<uint16_t>(), dw.as<uint16_t>(), b, tokens, 2 * inter, k, false,
+                                 gate_up.as<uint16_t>(), nullptr)
+                          .ok());
+          ASSERT_TRUE(cuda::GatedActivation(act, gate_up.as<uint16_t>(), 2 * inter, gate_up.as<uint16_t>() + inter,
+                                            2 * inter, tokens, inter, want.as<uint16_t>(), nullptr)
+                          .ok());
+          ASSERT_TRUE(cuda::GemvGated(act, dx.as<uint16_t>(), dw.as<uint16_t>(), b, tokens, inter, k,
+                                      got.as<uint16_t>(), nullptr)
+                          .ok());
+          const auto g = Download<uint16_t>(got, tokens * inter);
+          EXPECT_EQ(g, Download<uint16_t>(want, tokens * inter));
+          EXPECT_EQ(std::count(g.begin(), g.end(), uint16_t{0x7fc0}), 0);
+        }
+      }
+    }
+  }
+  const auto x = Upload(RandomBf16(16, 1));
+  EXPECT_EQ(cuda::GemvGated(Activation::kSilu, x.as<uint16_t>(), x.as<uint16_t>(), nullptr, cuda::kGemvMaxTokens + 1, 1,
+                            8, nullptr, nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      cuda::GemvGated(Activation::kSilu, x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 1, 0, 8, nullptr, nullptr).code(),
+      StatusCode::kInvalidArgument);
+}
+
 // TileGemm (the tensor-core linear GemmHandle runs for kTileGemmMinTokens <= T <= kTileGemmMaxTokens)
 // vs the CPU matmul: every token bucket (<= 8, 16, 32, 64), every tile height, a bias, accumulate, K
 // not a multiple of a stage (1024 / rows_per_tile columns) nor of 32, N not a multiple of a CTA's

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -404,6 +405,68 @@ TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
         return Df11Gemv(x, m.lanes[tiles].lanes(), TablesOf(m.unit.unit()), m.unit.unit().sign_mantissa, bias, t,
                         accumulate, y, nullptr);
       });
+}
+
+// The fused gate|up GEMV with its gated activation (fixed lanes at 1, 2 and 4 rows per tile) vs
+// cuda::GemvGated on the BF16 twin and vs Df11Gemv then GatedActivation: the same bits, 1-2 tokens,
+// both activations, with and without a bias; a shape whose inter is not a multiple of the rows per
+// tile is refused.
+TEST(Df11LanesCuda, FusedGatedGemvIsGemvGatedBitForBit) {
+  REQUIRE_GPU();
+  for (auto [inter, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{36, 264}, {1024, 4096}, {4100, 64}, {52, 12288}}) {
+    const int64_t rows = 2 * inter;
+    const auto m =
+        MakeMatrix(testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(rows + cols)), rows, cols);
+    std::vector<float> bias(rows);
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(static_cast<int>(i % 200) - 100) / 64.0f;
+    const auto dbias = Upload(bias);
+    for (const int64_t tokens : {1, 2}) {
+      const auto dx = Upload(testing::GaussianWeights(tokens * cols, 1.0f, static_cast<uint32_t>(tokens * 7 + cols)));
+      for (const Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+        for (const bool with_bias : {false, true}) {
+          const float* b = with_bias ? dbias.as<float>() : nullptr;
+          const auto twin = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));
+          ASSERT_TRUE(cuda::GemvGated(act, dx.as<uint16_t>(), m->plain.as<uint16_t>(), b, tokens, inter, cols,
+                                      twin.as<uint16_t>(), nullptr)
+                          .ok());
+          const auto want = Download<uint16_t>(twin, tokens * inter);
+          EXPECT_EQ(std::count(want.begin(), want.end(), uint16_t{0x7fc0}), 0);
+          for (int tiles = 2; tiles < kLaneVariants; ++tiles) {
+            SCOPED_TRACE("[" + std::to_string(rows) + ", " + std::to_string(cols) + "], " + std::to_string(tokens) +
+                         " tokens, " + VariantName(tiles) + (with_bias ? ", bias" : ""));
+            const DeviceLanes& w = m->lanes[tiles].lanes();
+            const uint8_t* sm = m->unit.unit().sign_mantissa;
+            ASSERT_TRUE(Df11GemvGatedApplies(dx.as<uint16_t>(), w, tokens, inter));
+            const auto got = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));
+            const Status st =
+                Df11GemvGated(act, dx.as<uint16_t>(), w, sm, b, tokens, inter, got.as<uint16_t>(), nullptr);
+            ASSERT_TRUE(st.ok()) << st.ToString();
+            EXPECT_EQ(Download<uint16_t>(got, tokens * inter), want);
+            // The unfused pair on the same lanes.
+            const auto gate_up = Upload(std::vector<uint16_t>(tokens * rows));
+            const auto pair = Upload(std::vector<uint16_t>(tokens * inter));
+            ASSERT_TRUE(Df11Gemv(dx.as<uint16_t>(), w, TablesOf(m->unit.unit()), sm, b, tokens, false,
+                                 gate_up.as<uint16_t>(), nullptr)
+                            .ok());
+            ASSERT_TRUE(cuda::GatedActivation(act, gate_up.as<uint16_t>(), rows, gate_up.as<uint16_t>() + inter, rows,
+                                              tokens, inter, pair.as<uint16_t>(), nullptr)
+                            .ok());
+            EXPECT_EQ(Download<uint16_t>(pair, tokens * inter), want);
+          }
+        }
+      }
+    }
+  }
+  // inter 6 with 4 rows per tile: tile 1 would hold gate rows 4, 5 and up rows 0, 1.
+  const auto m = MakeMatrix(testing::GaussianWeights(int64_t{12} * 64, 0.02f, 3), 12, 64);
+  const auto dx = Upload(testing::GaussianWeights(64, 1.0f, 4));
+  EXPECT_FALSE(Df11GemvGatedApplies(dx.as<uint16_t>(), m->lanes[4].lanes(), 1, 6));
+  EXPECT_EQ(Df11GemvGated(Activation::kSilu, dx.as<uint16_t>(), m->lanes[4].lanes(), m->unit.unit().sign_mantissa,
+                          nullptr, 1, 6, nullptr, nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(Df11GemvGatedApplies(dx.as<uint16_t>(), m->lanes[0].lanes(), 1, 6));  // Huffman lanes
 }
 
 // The fused DF11 tensor-core linear (fixed lanes) vs TileGemm on the BF16 twin with the same rows
