@@ -89,16 +89,20 @@ inline __device__ __noinline__ uint32_t RareByte(const uint8_t* rare, uint64_t i
 }
 
 // Exponent bytes (high 7 bits, low bit at bit 7) of escape nibble v; a rare one's (v = 15) from the
-// lane's next rare byte when `take`.
+// lane's next rare byte when `take`. kRare = false: the tile has no rare bytes (its escapes hold no
+// 15), so the check and the call are left out.
+template <bool kRare = true>
 __device__ __forceinline__ void EscapeBytes(uint32_t v, bool take, EscapeQueue& q, const Tables& t,
                                             const DeviceLanes& w, uint32_t& h, uint32_t& l) {
   const bool upper = v >= 8;  // (a byte-permute selector's bit 3 would replicate the sign)
   h = __byte_perm(upper ? t.shi[2] : t.shi[0], upper ? t.shi[3] : t.shi[1], v & 7u) & 0xffu;
   l = __byte_perm(upper ? t.slo[2] : t.slo[0], upper ? t.slo[3] : t.slo[1], v & 7u) & 0xffu;
-  if (__builtin_expect(v == 15 && take, 0)) {
-    const uint32_t e = RareByte(w.rare, q.rare++, w.num_rare);
-    h = e >> 1;
-    l = (e & 1u) << 7;
+  if constexpr (kRare) {
+    if (__builtin_expect(v == 15 && take, 0)) {
+      const uint32_t e = RareByte(w.rare, q.rare++, w.num_rare);
+      h = e >> 1;
+      l = (e & 1u) << 7;
+    }
   }
 }
 
@@ -107,12 +111,12 @@ __device__ __forceinline__ void EscapeBytes(uint32_t v, bool take, EscapeQueue& 
 // in through the tables' slot 7, so every escaped element first gets its exponent without a loop
 // or a branch; an entry with more escapes then rewrites those after the first, one by one.
 // Divergent only there: no warp-wide operation. The queue holds the entry's first nibble.
-template <bool kRefill = true>
+template <bool kRefill = true, bool kRare = true>
 __device__ __forceinline__ void DecodeEntry(uint32_t v, uint32_t m, uint32_t (&hi)[2], uint32_t (&lo)[2],
                                             EscapeQueue& q, const Tables& t, const DeviceLanes& w) {
   const bool any = m != 0;
   uint32_t h7, l7;
-  EscapeBytes(static_cast<uint32_t>(q.queue) & 15u, any, q, t, w, h7, l7);
+  EscapeBytes<kRare>(static_cast<uint32_t>(q.queue) & 15u, any, q, t, w, h7, l7);
   const uint32_t used = any ? 1u : 0u;
   q.queue >>= 4 * used;
   q.left -= used;
@@ -124,7 +128,7 @@ __device__ __forceinline__ void DecodeEntry(uint32_t v, uint32_t m, uint32_t (&h
   lo[1] = __byte_perm(t.lo0, tl1, v >> 16);
   for (m &= m - 1; m != 0; m &= m - 1) {  // escapes after the first
     uint32_t h, l;
-    EscapeBytes(PopNibble<kRefill>(q), true, q, t, w, h, l);
+    EscapeBytes<kRare>(PopNibble<kRefill>(q), true, q, t, w, h, l);
     const uint32_t bit = __ffs(m) - 1;       // 4k
     const uint32_t shift = 2 * (bit & 12u);  // 8 (k % 4)
     const uint32_t keep = ~(0xffu << shift);
@@ -218,11 +222,12 @@ __device__ __forceinline__ bool NeedsRefill(const BlockCodes& b, const EscapeQue
 // escapes are consumed in that order). An entry that is not ok gives words no caller may use.
 // kRefill = false skips the queue's refill checks: only when the lane's escapes in the block (b.n)
 // fit the nibbles StartBlock loaded (q.left), which a warp can check once per block (NeedsRefill).
-template <bool kRefill = true>
+// kRare = false skips the rare-byte check: only for a tile without rare bytes.
+template <bool kRefill = true, bool kRare = true>
 __device__ __forceinline__ uint4 EntryWords(const BlockCodes& b, int i, EscapeQueue& q, const Tables& t,
                                             const DeviceLanes& w) {
   uint32_t hi[2], lo[2];
-  DecodeEntry<kRefill>(b.sel[i], b.m[i], hi, lo, q, t, w);
+  DecodeEntry<kRefill, kRare>(b.sel[i], b.m[i], hi, lo, q, t, w);
   const uint32_t h0 = hi[0] | (b.s[i].x & 0x80808080u), l0 = lo[0] | (b.s[i].x & 0x7f7f7f7fu);
   const uint32_t h1 = hi[1] | (b.s[i].y & 0x80808080u), l1 = lo[1] | (b.s[i].y & 0x7f7f7f7fu);
   return make_uint4(__byte_perm(l0, h0, 0x5140), __byte_perm(l0, h0, 0x7362), __byte_perm(l1, h1, 0x5140),
