@@ -55,6 +55,20 @@ bool TileGemmApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64
 // TileGemmApplies is false or rows_per_tile is not 0, 1, 2 or 4.
 Status TileGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
                 bool accumulate, uint16_t* y, GpuStream stream, int rows_per_tile = 0);
+// TileGemm of a gate|up linear and its gated activation in one launch, as GemvGated is Gemv's: W
+// [2 inter, K] holds the gate rows, then the up rows (bias, if any, [2 inter] alike); out[T, inter]
+// = bf16(bf16(act(g)) * u) with g, u the rows' outputs as TileGemm rounds them with the same rows
+// per tile: the bits of TileGemm into [T, 2 inter] followed by GatedActivation, with one launch
+// fewer and no [T, 2 inter] intermediate. A CTA takes half its rows from the gate rows and half
+// from the matching up rows, so inter must be a multiple of TileGemmGatedRows(rows per tile).
+int64_t TileGemmGatedRows(int rows_per_tile);
+// TileGemmApplies, inter > 0 and inter % TileGemmGatedRows(r) == 0 for r = rows_per_tile, or
+// FixedRowsPerTile(2 inter, k) if 0.
+bool TileGemmGatedApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t inter, int64_t k,
+                          int rows_per_tile = 0);
+// Asynchronous, launched as a dependent. INVALID_ARGUMENT where TileGemmGatedApplies is false.
+Status TileGemmGated(Activation act, const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens,
+                     int64_t inter, int64_t k, uint16_t* out, GpuStream stream, int rows_per_tile = 0);
 
 // The Hopper tensor-core linear (cuda_wgmma_gemm.cu; sm_90a, so compute capability 9.0 GPUs only):
 // y[T, N] = x[T, K] · W[N, K]^T (+ bias) (+ y) for 1 <= T <= kWgmmaGemmMaxTokens, BF16 W read once,

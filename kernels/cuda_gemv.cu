@@ -110,6 +110,25 @@ void LaunchRows(const uint16_t* x, const uint16_t* w, const float* bias, int64_t
                   x, w, bias, n, k, accumulate, act, y);
 }
 
+// f.template operator()<kTokens>() for kTokens = tokens (1..kGemvMaxTokens).
+template <typename F>
+void ForTokens(int64_t tokens, F&& f) {
+  switch (tokens) {
+    case 1:
+      f.template operator()<1>();
+      break;
+    case 2:
+      f.template operator()<2>();
+      break;
+    case 3:
+      f.template operator()<3>();
+      break;
+    default:
+      f.template operator()<4>();
+      break;
+  }
+}
+
 // rows_per_warp 1, 2 or 4; 0 picks four where that still gives every SM a few blocks, else one.
 template <int kTokens>
 void Launch(const uint16_t* x, const uint16_t* w, const float* bias, int64_t n, int64_t k, bool accumulate, uint16_t* y,
@@ -143,20 +162,7 @@ Status Gemv(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tok
                            "]^T needs 1..4 tokens, K a multiple of 8 and 16-byte aligned x and W");
   }
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  switch (tokens) {
-    case 1:
-      Launch<1>(x, w, bias, n, k, accumulate, y, rows_per_warp, s);
-      break;
-    case 2:
-      Launch<2>(x, w, bias, n, k, accumulate, y, rows_per_warp, s);
-      break;
-    case 3:
-      Launch<3>(x, w, bias, n, k, accumulate, y, rows_per_warp, s);
-      break;
-    default:
-      Launch<4>(x, w, bias, n, k, accumulate, y, rows_per_warp, s);
-      break;
-  }
+  ForTokens(tokens, [&]<int kTokens>() { Launch<kTokens>(x, w, bias, n, k, accumulate, y, rows_per_warp, s); });
   return CheckLaunch("GemvKernel");
 }
 
@@ -170,27 +176,13 @@ Status GemvGated(Activation act, const uint16_t* x, const uint16_t* w, const flo
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   // Two pairs (four rows) a warp where Gemv would take four rows per warp for the 2 inter rows.
   const bool wide = 2 * inter >= 8192;
-  auto launch = [&]<int kTokens>() {
+  ForTokens(tokens, [&]<int kTokens>() {
     if (wide) {
       LaunchRows<kTokens, 4, true>(x, w, bias, inter, k, false, out, s, act);
     } else {
       LaunchRows<kTokens, 2, true>(x, w, bias, inter, k, false, out, s, act);
     }
-  };
-  switch (tokens) {
-    case 1:
-      launch.template operator()<1>();
-      break;
-    case 2:
-      launch.template operator()<2>();
-      break;
-    case 3:
-      launch.template operator()<3>();
-      break;
-    default:
-      launch.template operator()<4>();
-      break;
-  }
+  });
   return CheckLaunch("GemvKernel");
 }
 

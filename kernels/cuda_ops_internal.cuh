@@ -102,7 +102,10 @@ cudaError_t LaunchDependentShared(void (*kernel)(Params...), dim3 grid, dim3 blo
 // (model_step_bench, bench/results/ab_h100_dependents.log, two runs each): as dependents at
 // every row count, BF16 batch 1 / 8 / 64 6.09-6.12 / 6.50-6.56 / 12.12-12.17 ms, DF11 7.55 /
 // 8.77-8.87 / 16.47-16.57; launched plainly 6.16-6.23 / 6.52-6.57 / 11.33-11.43 and 7.51-7.73 /
-// 8.40-8.49 / 15.59-15.84.
+// 8.40-8.49 / 15.59-15.84. Again with every tile linear allowing its dependents only after its main
+// loop (as the gated one does) and these up to 64 rows: BF16 batch 64 12.02 ms against 11.26-11.29,
+// DF11 batch 8 / 64 8.34-8.42 / 14.90-14.92 against 8.36-8.41 / 14.89-14.93
+// (bench/results/ab_h100_gated_tile_final.log, .dep).
 inline constexpr int64_t kDependentMaxRows = 2;
 
 // LaunchDependentShared without dynamic shared memory.

@@ -53,6 +53,23 @@ struct Geometry {
   static constexpr int kGroups = kCols / 32;  // 32-column groups per stage
 };
 
+// The first of warp w's kTilesPerWarp tiles in CTA c: tile c kTiles + w kTilesPerWarp, or for a
+// gated linear (kGated: W holds inter gate rows, then inter up rows, and inter % (BM / 2) == 0)
+// gate tile c kTiles / 2 + w kTilesPerWarp for warps 0 .. kWarps / 2 - 1 and the matching up tile
+// (inter / kR further) for the others: CTA c's shared rows 0 .. BM / 2 - 1 are gate rows
+// c BM / 2 .., rows BM / 2 .. BM - 1 the same rows' up rows.
+template <int kR, bool kGated>
+__device__ __forceinline__ int64_t WarpFirstTile(int64_t cta, int warp, int64_t inter) {
+  constexpr int kTiles = Geometry<kR>::kTiles;
+  if constexpr (!kGated) {
+    return cta * kTiles + warp * kTilesPerWarp;
+  } else {
+    constexpr int kHalf = kWarps / 2;
+    const int64_t gate = cta * (kTiles / 2) + (warp % kHalf) * kTilesPerWarp;
+    return warp < kHalf ? gate : inter / kR + gate;
+  }
+}
+
 // Entry i (0..3) of a warp's tile in a stage: row i % r of the tile, columns 8 lane + 256 (i / r)
 // of the stage; in shared memory at row (local tile) r + i % r.
 template <int kR>
@@ -102,8 +119,9 @@ struct Bf16Loader {
     uint64_t policy;  // W is read once: its lines leave L2 first (as __ldcs's did)
     int warp, lane;
   };
-  __device__ __forceinline__ State Begin(int64_t cta, int warp, int lane) const {
-    return {(cta * Geometry<kR>::kTiles + warp * kTilesPerWarp) * kR, cuda::EvictFirstPolicy(), warp, lane};
+  // tile0: the warp's first tile (WarpFirstTile).
+  __device__ __forceinline__ State BeginAt(int64_t tile0, int warp, int lane) const {
+    return {tile0 * kR, cuda::EvictFirstPolicy(), warp, lane};
   }
   template <bool kChecked>
   __device__ __forceinline__ void Issue(const State& st, uint16_t* stage, int64_t s) const {
@@ -187,10 +205,19 @@ constexpr int SharedBytes() {
 // SharedBytes() of dynamic shared memory (Loader::kStages stage buffers, then the partial sums).
 // kBlocks: CTAs per SM the registers are sized for (Loader::kMinBlocks, or 3 for the BF16 loader's
 // 64-token grids that fill one wave at 3 but not at 2: LaunchTile).
-template <int kR, int kNT, typename Loader, int kBlocks = Loader::kMinBlocks>
+// kGated: W [n = 2 inter, k] is a gate|up linear with inter % (BM / 2) == 0 (every CTA full; grid
+// inter / (BM / 2)), and y [T, inter] gets Gated(act, g, u) of each row's two outputs, each rounded
+// as the plain kernel rounds it: the bits of the plain kernel followed by GatedActivation (a row's
+// sum does not depend on which shared row holds it). accumulate must be false. A gated linear
+// allows its dependents (the down projection's tile linear) only after its main loop: with them
+// allowed at its start, as the plain kernel does, the model's step was slower than with the
+// activation in its own launch (H100, bench/results/ab_h100_gated_tile.log, two runs each: DF11
+// at batch 8 / 32 8.61-8.73 / 12.07-12.23 ms against 8.32, 11.69-11.80 unfused and 8.20-8.23 /
+// 11.45-11.61 late; BF16 at batch 64 12.32-12.34 against 11.46-11.51 unfused, 11.40-11.51 late).
+template <int kR, int kNT, typename Loader, int kBlocks = Loader::kMinBlocks, bool kGated = false>
 __global__ void __launch_bounds__(kWarps * 32, kBlocks)
     TileGemmKernel(Loader ld, const uint16_t* __restrict__ x, const float* __restrict__ bias, int64_t n, int64_t k,
-                   int tokens, bool accumulate, uint16_t* __restrict__ y) {
+                   int tokens, bool accumulate, uint16_t* __restrict__ y, Activation act, int64_t inter) {
   using G = Geometry<kR>;
   constexpr int kNtPerWarp = NtPerWarp<kR, kNT>();
   constexpr int kNSplit = kNT / kNtPerWarp;
@@ -199,10 +226,10 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocks)
   static_assert(G::kGroups % kKSplit == 0, "every warp takes as many 32-column groups");
   extern __shared__ uint4 shared_raw[];
   uint16_t* shared = reinterpret_cast<uint16_t*>(shared_raw);
-  cuda::AllowDependents();
+  if constexpr (!kGated) cuda::AllowDependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int ks = warp % kKSplit, ns = warp / kKSplit;
-  typename Loader::State st = ld.Begin(blockIdx.x, warp, lane);
+  typename Loader::State st = ld.BeginAt(WarpFirstTile<kR, kGated>(blockIdx.x, warp, inter), warp, lane);
   cuda::WaitPrevious();  // x, y (and a BF16 W decoded into a scratch) belong to earlier kernels
   const int64_t stages = (k + G::kCols - 1) / G::kCols;
   float acc[G::kMTiles][kNtPerWarp][4];
@@ -272,6 +299,7 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocks)
     run(std::true_type{});
   }
   if constexpr (Loader::kAsync) cuda::CopyAsyncWait<0>();
+  if constexpr (kGated) cuda::AllowDependents();
   __syncthreads();  // the stages are free: partial sums go there, [kKSplit][8 kNT tokens][BM + 4]
   constexpr int kRedPitch = G::kRows + 4;
   static_assert(kKSplit * 8 * kNT * kRedPitch * 4 <= SharedBytes<kR, kNT, Loader>(), "the partial sums fit");
@@ -289,31 +317,66 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocks)
     }
   }
   __syncthreads();
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * G::kRows;
-  for (int i = threadIdx.x; i < G::kRows * tokens; i += kWarps * 32) {
-    const int row = i % G::kRows, token = i / G::kRows;
-    const int64_t out = row0 + row;
-    if (out >= n) continue;
+  // Shared row `row`'s sum for `token`: the kKSplit warps' partial sums in warp order, then W's
+  // row `out`'s bias.
+  auto sum = [&](int row, int token, int64_t out) {
     float v = red[token * kRedPitch + row];
 #pragma unroll
     for (int p = 1; p < kKSplit; ++p) v += red[(p * 8 * kNT + token) * kRedPitch + row];
     if (bias != nullptr) v += bias[out];
-    if (accumulate) v += cuda::Bf16ToFloat(y[token * n + out]);
-    y[token * n + out] = cuda::FloatToBf16(v);
+    return v;
+  };
+  if constexpr (kGated) {
+    constexpr int kHalf = G::kRows / 2;
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kHalf;  // the CTA's first gate row
+    for (int i = threadIdx.x; i < kHalf * tokens; i += kWarps * 32) {
+      const int row = i % kHalf, token = i / kHalf;
+      const int64_t out = row0 + row;
+      const uint16_t g = cuda::FloatToBf16(sum(row, token, out)),
+                     u = cuda::FloatToBf16(sum(kHalf + row, token, inter + out));
+      y[token * inter + out] = cuda::Gated(act, g, u);
+    }
+  } else {
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * G::kRows;
+    for (int i = threadIdx.x; i < G::kRows * tokens; i += kWarps * 32) {
+      const int row = i % G::kRows, token = i / G::kRows;
+      const int64_t out = row0 + row;
+      if (out >= n) continue;
+      float v = sum(row, token, out);
+      if (accumulate) v += cuda::Bf16ToFloat(y[token * n + out]);
+      y[token * n + out] = cuda::FloatToBf16(v);
+    }
   }
 }
 
-template <int kR, int kNT, typename Loader, int kBlocks>
+// A gated launch's activation and inter (TileGemmKernel's kGated); inter 0: a plain linear.
+struct Gate {
+  Activation act = Activation::kSilu;
+  int64_t inter = 0;
+};
+
+template <int kR, int kNT, typename Loader, int kBlocks, bool kGated>
 Status LaunchKernel(const Loader& ld, const uint16_t* x, const float* bias, int64_t n, int64_t k, int64_t tokens,
-                    bool accumulate, uint16_t* y, int64_t ctas, int device, GpuStream stream) {
+                    bool accumulate, uint16_t* y, Gate gate, int64_t ctas, int device, GpuStream stream) {
   constexpr int kSharedBytes = SharedBytes<kR, kNT, Loader>();
-  auto* kernel = TileGemmKernel<kR, kNT, Loader, kBlocks>;
-  DF11_RETURN_IF_ERROR(
-      (cuda::AllowSharedBytes<TileGemmKernel<kR, kNT, Loader, kBlocks>>(kSharedBytes, device, "TileGemmKernel")));
+  auto* kernel = TileGemmKernel<kR, kNT, Loader, kBlocks, kGated>;
+  DF11_RETURN_IF_ERROR((cuda::AllowSharedBytes<TileGemmKernel<kR, kNT, Loader, kBlocks, kGated>>(kSharedBytes, device,
+                                                                                                 "TileGemmKernel")));
   cuda::LaunchDependentShared(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), kSharedBytes,
                               reinterpret_cast<cudaStream_t>(stream), ld, x, bias, n, k, static_cast<int>(tokens),
-                              accumulate, y);
+                              accumulate, y, gate.act, gate.inter);
   return cuda::CheckLaunch("TileGemmKernel");
+}
+
+template <int kR, int kNT, typename Loader, int kBlocks>
+Status LaunchGatedOrNot(const Loader& ld, const uint16_t* x, const float* bias, int64_t n, int64_t k, int64_t tokens,
+                        bool accumulate, uint16_t* y, Gate gate, int64_t ctas, int device, GpuStream stream) {
+  if (gate.inter > 0) {
+    return LaunchKernel<kR, kNT, Loader, kBlocks, true>(ld, x, bias, n, k, tokens, false, y, gate, ctas, device,
+                                                        stream);
+  }
+  return LaunchKernel<kR, kNT, Loader, kBlocks, false>(ld, x, bias, n, k, tokens, accumulate, y, gate, ctas, device,
+                                                       stream);
 }
 
 // The BF16 loader at 64 tokens runs at 3 CTAs per SM (80 registers) where its grid then fits one
@@ -321,31 +384,32 @@ Status LaunchKernel(const Loader& ld, const uint16_t* x, const float* bias, int6
 // H100 (bench/results/df11_gemv_h100_bf16_minblocks3_ab.log, two runs each, 64 tokens): q|k|v
 // (384 CTAs) 0.0432-0.0444 ms against 0.0471-0.0476, gate|up (384) 0.0932-0.0935 against
 // 0.1036-0.1048; but down (256 CTAs) 0.0812-0.0813 against 0.0685-0.0694 and lm_head (2,374)
-// 0.509 against 0.472, so only such grids take it. The DF11 loader always runs at 3.
+// 0.509 against 0.472, so only such grids take it. The DF11 loader always runs at 3. A gated
+// launch has the same grid as the plain one (n / BM CTAs).
 template <int kR, int kNT, typename Loader>
 Status LaunchTile(const Loader& ld, const uint16_t* x, const float* bias, int64_t n, int64_t k, int64_t tokens,
-                  bool accumulate, uint16_t* y, GpuStream stream) {
+                  bool accumulate, uint16_t* y, Gate gate, GpuStream stream) {
   using G = Geometry<kR>;
   int device = 0, sms = 0;
   DF11_RETURN_IF_ERROR(cuda::CurrentDeviceSms(&device, &sms));
   const int64_t ctas = (n + G::kRows - 1) / G::kRows;
   if constexpr (kNT == 8 && Loader::kMinBlocks == 2) {
     if (ctas > 2 * int64_t{sms} && ctas <= 3 * int64_t{sms}) {
-      return LaunchKernel<kR, kNT, Loader, 3>(ld, x, bias, n, k, tokens, accumulate, y, ctas, device, stream);
+      return LaunchGatedOrNot<kR, kNT, Loader, 3>(ld, x, bias, n, k, tokens, accumulate, y, gate, ctas, device, stream);
     }
   }
-  return LaunchKernel<kR, kNT, Loader, Loader::kMinBlocks>(ld, x, bias, n, k, tokens, accumulate, y, ctas, device,
-                                                           stream);
+  return LaunchGatedOrNot<kR, kNT, Loader, Loader::kMinBlocks>(ld, x, bias, n, k, tokens, accumulate, y, gate, ctas,
+                                                               device, stream);
 }
 
 template <template <int> class Loader, typename Make>
 Status Dispatch(int rows_per_tile, int64_t tokens, Make make, const uint16_t* x, const float* bias, int64_t n,
-                int64_t k, bool accumulate, uint16_t* y, GpuStream stream) {
+                int64_t k, bool accumulate, uint16_t* y, Gate gate, GpuStream stream) {
   auto by_tokens = [&]<int kR>(const Loader<kR>& ld) {
-    if (tokens <= 8) return LaunchTile<kR, 1>(ld, x, bias, n, k, tokens, accumulate, y, stream);
-    if (tokens <= 16) return LaunchTile<kR, 2>(ld, x, bias, n, k, tokens, accumulate, y, stream);
-    if (tokens <= 32) return LaunchTile<kR, 4>(ld, x, bias, n, k, tokens, accumulate, y, stream);
-    return LaunchTile<kR, 8>(ld, x, bias, n, k, tokens, accumulate, y, stream);
+    if (tokens <= 8) return LaunchTile<kR, 1>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
+    if (tokens <= 16) return LaunchTile<kR, 2>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
+    if (tokens <= 32) return LaunchTile<kR, 4>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
+    return LaunchTile<kR, 8>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
   };
   switch (rows_per_tile) {
     case 4:
@@ -387,19 +451,48 @@ Status TileGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t
       [&]<int kR>() {
         return Bf16Loader<kR>{w, n, k};
       },
-      x, bias, n, k, accumulate, y, stream);
+      x, bias, n, k, accumulate, y, Gate{}, stream);
+}
+
+int64_t TileGemmGatedRows(int rows_per_tile) { return Geometry<1>::kTiles / 2 * rows_per_tile; }
+
+bool TileGemmGatedApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t inter, int64_t k,
+                          int rows_per_tile) {
+  if (rows_per_tile != 0 && rows_per_tile != 1 && rows_per_tile != 2 && rows_per_tile != 4) return false;
+  if (!TileGemmApplies(x, w, tokens, k) || inter <= 0 || inter > (int64_t{1} << 35) || k > (int64_t{1} << 24)) {
+    return false;
+  }
+  const int r = rows_per_tile != 0 ? rows_per_tile : FixedRowsPerTile(2 * inter, k);
+  return inter % TileGemmGatedRows(r) == 0;
+}
+
+Status TileGemmGated(Activation act, const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens,
+                     int64_t inter, int64_t k, uint16_t* out, GpuStream stream, int rows_per_tile) {
+  if (!TileGemmGatedApplies(x, w, tokens, inter, k, rows_per_tile)) {
+    return InvalidArgument("TileGemmGated: " + Shape(tokens, 2 * inter, k) + " for " + std::to_string(inter) +
+                           " gate|up pairs needs what TileGemm needs, 0, 1, 2 or 4 rows per tile (" +
+                           std::to_string(rows_per_tile) + " given) and inter a multiple of 8 x the rows per tile");
+  }
+  const int r = rows_per_tile != 0 ? rows_per_tile : FixedRowsPerTile(2 * inter, k);
+  return Dispatch<Bf16Loader>(
+      r, tokens,
+      [&]<int kR>() {
+        return Bf16Loader<kR>{w, 2 * inter, k};
+      },
+      x, bias, 2 * inter, k, false, out, Gate{act, inter}, stream);
 }
 
 }  // namespace cuda
 
 Status LaunchFixedTileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sm, const float* bias,
-                           int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream) {
+                           int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream, Activation act,
+                           int64_t inter) {
   return Dispatch<Df11Loader>(
       w.rows_per_tile, tokens,
       [&]<int kR>() {
         return Df11Loader<kR>{{w, sm}};
       },
-      x, bias, w.rows, w.cols, accumulate, y, stream);
+      x, bias, w.rows, w.cols, accumulate, y, Gate{act, inter}, stream);
 }
 
 }  // namespace df11

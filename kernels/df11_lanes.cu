@@ -278,6 +278,24 @@ Status Df11TileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign
   return LaunchFixedTileGemm(x, w, sign_mantissa, bias, tokens, accumulate, y, stream);
 }
 
+bool Df11TileGemmGatedApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens, int64_t inter) {
+  return Df11TileGemmApplies(x, w, tokens) && w.rows == 2 * inter &&
+         cuda::TileGemmGatedApplies(x, x, tokens, inter, w.cols, w.rows_per_tile);
+}
+
+Status Df11TileGemmGated(Activation act, const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa,
+                         const float* bias, int64_t tokens, int64_t inter, uint16_t* out, GpuStream stream) {
+  DF11_RETURN_IF_ERROR(CheckOperands(w, sign_mantissa));
+  if (w.code != LaneCode::kFixed3 || w.rows != 2 * inter ||
+      !cuda::TileGemmGatedApplies(x, x, tokens, inter, w.cols, w.rows_per_tile)) {
+    return InvalidArgument("Df11TileGemmGated: " + std::to_string(tokens) + " tokens x [" + std::to_string(w.rows) +
+                           ", " + std::to_string(w.cols) + "] for " + std::to_string(inter) +
+                           " gate|up pairs needs fixed lanes, 2 inter rows, what Df11TileGemm needs and inter a "
+                           "multiple of 8 x the rows per tile");
+  }
+  return LaunchFixedTileGemm(x, w, sign_mantissa, bias, tokens, false, out, stream, act, inter);
+}
+
 Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa, uint16_t* out,
                          GpuStream stream) {
   DF11_RETURN_IF_ERROR(CheckOperands(w, sign_mantissa));

@@ -107,6 +107,15 @@ Status Df11TileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign
 // Whether a model's linear takes Df11TileGemm for these tokens with the bits its BF16 twin gets from GemmHandle: fixed
 // lanes of FixedRowsPerTile(rows, cols) rows per tile, and cuda::TileGemmApplies.
 bool Df11TileGemmApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens);
+// Df11TileGemm of a gate|up linear and its gated activation in one launch: out[T, inter] as
+// cuda::TileGemmGated gives on W's BF16 twin with rows_per_tile = w.rows_per_tile (and as Df11TileGemm
+// followed by cuda::GatedActivation). For fixed lanes with w.rows == 2 inter and inter a multiple of
+// cuda::TileGemmGatedRows(w.rows_per_tile); INVALID_ARGUMENT otherwise.
+Status Df11TileGemmGated(Activation act, const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa,
+                         const float* bias, int64_t tokens, int64_t inter, uint16_t* out, GpuStream stream);
+// Whether a model's gate|up linear takes Df11TileGemmGated with the bits its BF16 twin gets from
+// cuda::TileGemmGated (rows_per_tile 0): Df11TileGemmApplies and the shape Df11TileGemmGated needs.
+bool Df11TileGemmGatedApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens, int64_t inter);
 
 // The fused DF11 linear on the Hopper tensor cores (cuda_wgmma_tile.cu; sm_90a) for 1 <= T <=
 // cuda::kWgmmaTileMaxTokens: fixed lanes of 4 rows per tile decoded into shared memory stage by

@@ -22,8 +22,11 @@ Status LaunchFixedLanesGated(Activation act, const uint16_t* x, const DeviceLane
                              const float* bias, int64_t inter, uint16_t* out, GpuStream stream);
 
 // Df11TileGemm's launch (cuda_tile_gemm.cu): y = x · W^T (+ bias) (+ y) for
-// cuda::kTileGemmMinTokens..kTileGemmMaxTokens tokens. Operands checked by the caller.
+// cuda::kTileGemmMinTokens..kTileGemmMaxTokens tokens; with inter > 0, Df11TileGemmGated's: y [T,
+// inter] = the gated activation of a gate|up W of 2 inter rows (accumulate false). Operands checked
+// by the caller.
 Status LaunchFixedTileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sm, const float* bias,
-                           int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream);
+                           int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream,
+                           Activation act = Activation::kSilu, int64_t inter = 0);
 
 }  // namespace df11

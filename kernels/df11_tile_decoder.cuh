@@ -45,12 +45,18 @@ struct TileDecoder {
     BlockRaw b[kTilesPerWarp];
   };
 
+  // Warp `warp` of CTA `cta` takes tiles cta kCtaTiles + warp kTilesPerWarp ..
   __device__ __forceinline__ State Begin(int64_t cta, int warp, int lane) const {
+    return BeginAt(cta * kCtaTiles + warp * kTilesPerWarp, warp, lane);
+  }
+  // The warp takes tiles tile0 .. tile0 + kTilesPerWarp - 1 (its shared-memory tiles are still
+  // warp kTilesPerWarp ..).
+  __device__ __forceinline__ State BeginAt(int64_t tile0, int warp, int lane) const {
     State st;
     st.warp = warp;
     st.lane = lane;
     st.t = MakeTables(w);
-    st.tile0 = cta * kCtaTiles + warp * kTilesPerWarp;
+    st.tile0 = tile0;
     const int64_t tiles = (w.rows + kR - 1) / kR;
 #pragma unroll
     for (int p = 0; p < kTilesPerWarp; ++p) {

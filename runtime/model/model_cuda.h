@@ -191,6 +191,13 @@ struct Model::CudaState {
   Status DecodeUnit(int unit, uint16_t* dst, GpuStream s);
   // Makes `stream` wait for a decode ahead still pending, and forgets what the halves hold.
   Status JoinDecodes();
+  // launch(), which enqueues one linear on the stream, between gemm_timer's events when profiling.
+  template <typename Launch>
+  Status TimedGemm(Launch&& launch) {
+    if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
+    DF11_RETURN_IF_ERROR(launch());
+    return profile ? gemm_timer.End(stream) : Status::Ok();
+  }
   // y[T, out] = x[T, in] · W^T (+ bias), bf16.
   Status Linear(const DeviceLinear& w, const uint16_t* x, int64_t tokens, uint16_t* y);
   // out[T, inter] = the gated activation of a gate|up linear (W [2 inter, in]: gate rows, then up

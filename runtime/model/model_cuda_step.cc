@@ -186,42 +186,58 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
     if (gemv || (tokens <= gemm.tile_max_tokens() && Df11TileGemmApplies(x, l, tokens))) {
       const DeviceUnit& u = units[w.unit]->buffer.unit();
       const uint8_t* sm = u.sign_mantissa + w.unit_offset;
-      if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
-      DF11_RETURN_IF_ERROR(gemv ? Df11Gemv(x, l, TablesOf(u), sm, w.bias, tokens, false, y, stream)
-                                : Df11TileGemm(x, l, sm, w.bias, tokens, false, y, stream));
-      return profile ? gemm_timer.End(stream) : Status::Ok();
+      return TimedGemm([&] {
+        return gemv ? Df11Gemv(x, l, TablesOf(u), sm, w.bias, tokens, false, y, stream)
+                    : Df11TileGemm(x, l, sm, w.bias, tokens, false, y, stream);
+      });
     }
   }
   DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
-  if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
-  if (w.bias != nullptr) {
-    DF11_RETURN_IF_ERROR(gemm.GemmBias(x, data, w.bias, tokens, w.out_features, w.in_features, y, stream));
-  } else {
-    DF11_RETURN_IF_ERROR(gemm.Gemm(x, data, tokens, w.out_features, w.in_features, false, y));
-  }
-  return profile ? gemm_timer.End(stream) : Status::Ok();
+  return TimedGemm([&] {
+    return w.bias != nullptr ? gemm.GemmBias(x, data, w.bias, tokens, w.out_features, w.in_features, y, stream)
+                             : gemm.Gemm(x, data, tokens, w.out_features, w.in_features, false, y);
+  });
 }
+
+// The most tokens a BF16 gate|up linear runs cuda::TileGemmGated for (GateUpActivation).
+constexpr int64_t kBf16TileGatedMaxTokens = 32;
 
 Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t* x, int64_t tokens, Activation act,
                                           int64_t inter, uint16_t* gate_up, uint16_t* out) {
-  // One launch where measured faster (H100, Qwen3-8B shape, bench/results/ab_h100_gated_gemv.log):
+  // One launch where measured faster (H100, Qwen3-8B shape). GEMV (bench/results/ab_h100_gated_gemv.log):
   // BF16 W at 1 token (step 5.87-5.93 ms against 6.01-6.04; at 2 tokens 6.26-6.29 against
   // 6.24-6.27), fixed lanes at 2 tokens (DF11 step 7.70-7.79 ms against 7.88-7.99; at 1 token
-  // 7.46-7.54 against 7.18-7.21). Either way the same bits.
+  // 7.46-7.54 against 7.18-7.21). Tile linear (bench/results/ab_h100_gated_tile.log, two runs
+  // each): fixed lanes at 3-64 tokens (DF11 step at batch 3 / 8 / 32 / 64 8.05-8.16 / 8.20-8.23 /
+  // 11.45-11.61 / 14.98 ms against 8.52-8.60 / 8.32 / 11.69-11.80 / 15.74-15.88), BF16 W at 3-32
+  // (6.28-6.31 / 6.43-6.46 / 8.18-8.20 against 6.39-6.44 / 6.54-6.55 / 8.43-8.47; at 64 tokens the
+  // graph step 11.40-11.51 against 11.46-11.51 but a 64-token prefill 9.77-9.82 against 9.37-9.38).
+  // Either way the same bits.
+  if (w.out_features == 2 * inter && tokens >= cuda::kTileGemmMinTokens && tokens <= gemm.tile_max_tokens()) {
+    if (w.lanes >= 0 && Df11TileGemmGatedApplies(x, lanes[w.lanes].lanes(), tokens, inter)) {
+      const uint8_t* sm = units[w.unit]->buffer.unit().sign_mantissa + w.unit_offset;
+      return TimedGemm(
+          [&] { return Df11TileGemmGated(act, x, lanes[w.lanes].lanes(), sm, w.bias, tokens, inter, out, stream); });
+    }
+    if (w.lanes < 0 && tokens <= kBf16TileGatedMaxTokens) {
+      DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
+      if (cuda::TileGemmGatedApplies(x, data, tokens, inter, w.in_features)) {
+        return TimedGemm(
+            [&] { return cuda::TileGemmGated(act, x, data, w.bias, tokens, inter, w.in_features, out, stream); });
+      }
+    }
+  }
   if (w.out_features == 2 * inter) {
     if (tokens == 2 && w.lanes >= 0 && Df11GemvGatedApplies(x, lanes[w.lanes].lanes(), tokens, inter)) {
-      const DeviceUnit& u = units[w.unit]->buffer.unit();
-      if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
-      DF11_RETURN_IF_ERROR(Df11GemvGated(act, x, lanes[w.lanes].lanes(), u.sign_mantissa + w.unit_offset, w.bias,
-                                         tokens, inter, out, stream));
-      return profile ? gemm_timer.End(stream) : Status::Ok();
+      const uint8_t* sm = units[w.unit]->buffer.unit().sign_mantissa + w.unit_offset;
+      return TimedGemm(
+          [&] { return Df11GemvGated(act, x, lanes[w.lanes].lanes(), sm, w.bias, tokens, inter, out, stream); });
     }
     if (tokens == 1 && w.lanes < 0) {
       DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
       if (cuda::GemvApplies(x, data, tokens, w.in_features)) {
-        if (profile) DF11_RETURN_IF_ERROR(gemm_timer.Begin(stream));
-        DF11_RETURN_IF_ERROR(cuda::GemvGated(act, x, data, w.bias, tokens, inter, w.in_features, out, stream));
-        return profile ? gemm_timer.End(stream) : Status::Ok();
+        return TimedGemm(
+            [&] { return cuda::GemvGated(act, x, data, w.bias, tokens, inter, w.in_features, out, stream); });
       }
     }
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -581,13 +582,33 @@ TEST(CudaOps, GemvMatchesCpuForEveryTokenCount) {
             StatusCode::kInvalidArgument);
 }
 
+// gated(out) writes out[T, inter] with the bits of linear(gate_up) into [T, 2 inter] followed by
+// GatedActivation(act), and writes every element.
+void ExpectGatedIsLinearThenActivation(int64_t tokens, int64_t inter, Activation act,
+                                       const std::function<Status(uint16_t* gate_up)>& linear,
+                                       const std::function<Status(uint16_t* out)>& gated) {
+  auto gate_up = Upload(std::vector<uint16_t>(tokens * 2 * inter));
+  auto want = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));  // NaN: unwritten shows
+  auto got = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));
+  ASSERT_TRUE(linear(gate_up.as<uint16_t>()).ok());
+  ASSERT_TRUE(cuda::GatedActivation(act, gate_up.as<uint16_t>(), 2 * inter, gate_up.as<uint16_t>() + inter, 2 * inter,
+                                    tokens, inter, want.as<uint16_t>(), nullptr)
+                  .ok());
+  const Status st = gated(got.as<uint16_t>());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const auto g = Download<uint16_t>(got, tokens * inter);
+  EXPECT_EQ(g, Download<uint16_t>(want, tokens * inter));
+  EXPECT_EQ(std::count(g.begin(), g.end(), uint16_t{0x7fc0}), 0);
+}
+
 // GemvGated (a gate|up linear and its gated activation in one launch) against Gemv into [T, 2 inter]
 // then GatedActivation: the same bits for every token count, both activations, with and without a
 // bias, and inter whose warps own one or two pairs (2 inter below / from 8,192 rows), odd, and
 // not a multiple of a block's pairs.
 TEST(CudaOps, GemvGatedIsGemvThenGatedActivationBitForBit) {
   REQUIRE_GPU();
-  for (const auto& [inter, k] : {std::pair<int64_t, int64_t>{37, 264}, {96, 4096}, {4100, 136}, {4097, 64}}) {
+  for (const auto& shape : {std::pair<int64_t, int64_t>{37, 264}, {96, 4096}, {4100, 136}, {4097, 64}}) {
+    const int64_t inter = shape.first, k = shape.second;  // the lambdas below capture these
     const auto w = RandomBf16(2 * inter * k, 41, 0.05f);
     const auto bias = ToFloat(RandomBf16(2 * inter, 42));
     auto dw = Upload(w), dbias = Upload(bias);
@@ -598,21 +619,15 @@ TEST(CudaOps, GemvGatedIsGemvThenGatedActivationBitForBit) {
           SCOPED_TRACE(std::to_string(tokens) + " tokens, inter " + std::to_string(inter) + ", k " + std::to_string(k) +
                        (act == Activation::kSilu ? ", silu" : ", gelu") + (with_bias ? ", bias" : ""));
           const float* b = with_bias ? dbias.as<float>() : nullptr;
-          auto gate_up = Upload(std::vector<uint16_t>(tokens * 2 * inter));
-          auto want = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));  // NaN: unwritten shows
-          auto got = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));
-          ASSERT_TRUE(cuda::Gemv(dx.as<uint16_t>(), dw.as<uint16_t>(), b, tokens, 2 * inter, k, false,
-                                 gate_up.as<uint16_t>(), nullptr)
-                          .ok());
-          ASSERT_TRUE(cuda::GatedActivation(act, gate_up.as<uint16_t>(), 2 * inter, gate_up.as<uint16_t>() + inter,
-                                            2 * inter, tokens, inter, want.as<uint16_t>(), nullptr)
-                          .ok());
-          ASSERT_TRUE(cuda::GemvGated(act, dx.as<uint16_t>(), dw.as<uint16_t>(), b, tokens, inter, k,
-                                      got.as<uint16_t>(), nullptr)
-                          .ok());
-          const auto g = Download<uint16_t>(got, tokens * inter);
-          EXPECT_EQ(g, Download<uint16_t>(want, tokens * inter));
-          EXPECT_EQ(std::count(g.begin(), g.end(), uint16_t{0x7fc0}), 0);
+          ExpectGatedIsLinearThenActivation(
+              tokens, inter, act,
+              [&](uint16_t* gate_up) {
+                return cuda::Gemv(dx.as<uint16_t>(), dw.as<uint16_t>(), b, tokens, 2 * inter, k, false, gate_up,
+                                  nullptr);
+              },
+              [&](uint16_t* out) {
+                return cuda::GemvGated(act, dx.as<uint16_t>(), dw.as<uint16_t>(), b, tokens, inter, k, out, nullptr);
+              });
         }
       }
     }
@@ -624,6 +639,60 @@ TEST(CudaOps, GemvGatedIsGemvThenGatedActivationBitForBit) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(
       cuda::GemvGated(Activation::kSilu, x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 1, 0, 8, nullptr, nullptr).code(),
+      StatusCode::kInvalidArgument);
+}
+
+// TileGemmGated (a gate|up linear and its gated activation in one tile-kernel launch) against
+// TileGemm with the same rows per tile into [T, 2 inter] then GatedActivation: the same bits in every
+// token bucket, every tile height, both activations, with and without a bias, K not a multiple of a
+// stage, inter of one and of many CTAs; an inter that is not a multiple of a CTA's gate rows is
+// refused.
+TEST(CudaOps, TileGemmGatedIsTileGemmThenGatedActivationBitForBit) {
+  REQUIRE_GPU();
+  for (const auto& shape : {std::pair<int64_t, int64_t>{32, 264}, {96, 1032}, {2048, 4096}}) {
+    const int64_t inter = shape.first, k = shape.second;  // the lambdas below capture these
+    const auto w = RandomBf16(2 * inter * k, 51, 0.05f);
+    const auto bias = ToFloat(RandomBf16(2 * inter, 52));
+    auto dw = Upload(w), dbias = Upload(bias);
+    for (const int64_t tokens : {3, 8, 9, 16, 17, 32, 33, 64}) {
+      auto dx = Upload(RandomBf16(tokens * k, 50 + tokens, 2.0f));
+      for (const int rows_per_tile : {0, 1, 2, 4}) {
+        ASSERT_TRUE(cuda::TileGemmGatedApplies(dx.as<uint16_t>(), dw.as<uint16_t>(), tokens, inter, k, rows_per_tile));
+        for (const Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+          for (const bool with_bias : {false, true}) {
+            SCOPED_TRACE(std::to_string(tokens) + " tokens, inter " + std::to_string(inter) + ", k " +
+                         std::to_string(k) + ", " + std::to_string(rows_per_tile) + " rows per tile" +
+                         (act == Activation::kSilu ? ", silu" : ", gelu") + (with_bias ? ", bias" : ""));
+            const float* b = with_bias ? dbias.as<float>() : nullptr;
+            ExpectGatedIsLinearThenActivation(
+                tokens, inter, act,
+                [&](uint16_t* gate_up) {
+                  return cuda::TileGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), b, tokens, 2 * inter, k, false, gate_up,
+                                        nullptr, rows_per_tile);
+                },
+                [&](uint16_t* out) {
+                  return cuda::TileGemmGated(act, dx.as<uint16_t>(), dw.as<uint16_t>(), b, tokens, inter, k, out,
+                                             nullptr, rows_per_tile);
+                });
+          }
+        }
+      }
+    }
+  }
+  const auto x = Upload(RandomBf16(size_t{64} * 64, 1));
+  // 4 rows per tile: a CTA takes 32 gate rows, so inter 48 would put up rows among its gate rows.
+  EXPECT_EQ(cuda::TileGemmGatedRows(4), 32);
+  EXPECT_FALSE(cuda::TileGemmGatedApplies(x.as<uint16_t>(), x.as<uint16_t>(), 8, 48, 64, 4));
+  EXPECT_TRUE(cuda::TileGemmGatedApplies(x.as<uint16_t>(), x.as<uint16_t>(), 8, 48, 64, 2));
+  EXPECT_FALSE(cuda::TileGemmGatedApplies(x.as<uint16_t>(), x.as<uint16_t>(), 2, 64, 64, 1));  // GEMV tokens
+  EXPECT_FALSE(cuda::TileGemmGatedApplies(x.as<uint16_t>(), x.as<uint16_t>(), 8, 64, 64, 3));
+  EXPECT_EQ(cuda::TileGemmGated(Activation::kSilu, x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 48, 64, nullptr,
+                                nullptr, 4)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      cuda::TileGemmGated(Activation::kSilu, x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 0, 64, nullptr, nullptr)
+          .code(),
       StatusCode::kInvalidArgument);
 }
 

@@ -407,48 +407,48 @@ TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
       });
 }
 
-// The fused gate|up GEMV with its gated activation (fixed lanes at 1, 2 and 4 rows per tile) vs
-// cuda::GemvGated on the BF16 twin and vs Df11Gemv then GatedActivation: the same bits, 1-2 tokens,
-// both activations, with and without a bias; a shape whose inter is not a multiple of the rows per
-// tile is refused.
-TEST(Df11LanesCuda, FusedGatedGemvIsGemvGatedBitForBit) {
-  REQUIRE_GPU();
-  for (auto [inter, cols] :
-       std::vector<std::pair<int64_t, int64_t>>{{36, 264}, {1024, 4096}, {4100, 64}, {52, 12288}}) {
+// A gate|up linear and its gated activation: out[T, inter] from W [2 inter, cols], x [T, cols].
+using GatedFn = std::function<Status(const DeviceMatrix& m, const DeviceLanes& w, Activation act, const uint16_t* x,
+                                     const float* bias, int64_t tokens, int64_t inter, uint16_t* out)>;
+// The plain linear on the same lanes: y[T, 2 inter].
+using GateUpFn = std::function<Status(const DeviceMatrix& m, const DeviceLanes& w, const uint16_t* x, const float* bias,
+                                      int64_t tokens, uint16_t* y)>;
+
+// For gate|up matrices [2 inter, cols] of each (inter, cols), every token count, both activations,
+// with and without a bias, and fixed lanes at 1, 2 and 4 rows per tile: `fused` gives the bits of
+// `twin` (on the BF16 twin), and so does `linear` followed by GatedActivation; every output is
+// written.
+void ExpectGatedIsTwin(const std::vector<std::pair<int64_t, int64_t>>& shapes, const std::vector<int64_t>& token_counts,
+                       const GatedFn& twin, const GatedFn& fused, const GateUpFn& linear) {
+  for (auto [inter, cols] : shapes) {
     const int64_t rows = 2 * inter;
     const auto m =
         MakeMatrix(testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(rows + cols)), rows, cols);
     std::vector<float> bias(rows);
     for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(static_cast<int>(i % 200) - 100) / 64.0f;
     const auto dbias = Upload(bias);
-    for (const int64_t tokens : {1, 2}) {
+    for (const int64_t tokens : token_counts) {
       const auto dx = Upload(testing::GaussianWeights(tokens * cols, 1.0f, static_cast<uint32_t>(tokens * 7 + cols)));
       for (const Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
         for (const bool with_bias : {false, true}) {
           const float* b = with_bias ? dbias.as<float>() : nullptr;
-          const auto twin = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));
-          ASSERT_TRUE(cuda::GemvGated(act, dx.as<uint16_t>(), m->plain.as<uint16_t>(), b, tokens, inter, cols,
-                                      twin.as<uint16_t>(), nullptr)
-                          .ok());
-          const auto want = Download<uint16_t>(twin, tokens * inter);
-          EXPECT_EQ(std::count(want.begin(), want.end(), uint16_t{0x7fc0}), 0);
           for (int tiles = 2; tiles < kLaneVariants; ++tiles) {
             SCOPED_TRACE("[" + std::to_string(rows) + ", " + std::to_string(cols) + "], " + std::to_string(tokens) +
-                         " tokens, " + VariantName(tiles) + (with_bias ? ", bias" : ""));
+                         " tokens, " + VariantName(tiles) + (act == Activation::kSilu ? ", silu" : ", gelu") +
+                         (with_bias ? ", bias" : ""));
             const DeviceLanes& w = m->lanes[tiles].lanes();
-            const uint8_t* sm = m->unit.unit().sign_mantissa;
-            ASSERT_TRUE(Df11GemvGatedApplies(dx.as<uint16_t>(), w, tokens, inter));
+            const auto want_d = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));  // NaN: unwritten shows
+            ASSERT_TRUE(twin(*m, w, act, dx.as<uint16_t>(), b, tokens, inter, want_d.as<uint16_t>()).ok());
+            const auto want = Download<uint16_t>(want_d, tokens * inter);
+            EXPECT_EQ(std::count(want.begin(), want.end(), uint16_t{0x7fc0}), 0);
             const auto got = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));
-            const Status st =
-                Df11GemvGated(act, dx.as<uint16_t>(), w, sm, b, tokens, inter, got.as<uint16_t>(), nullptr);
+            const Status st = fused(*m, w, act, dx.as<uint16_t>(), b, tokens, inter, got.as<uint16_t>());
             ASSERT_TRUE(st.ok()) << st.ToString();
             EXPECT_EQ(Download<uint16_t>(got, tokens * inter), want);
             // The unfused pair on the same lanes.
             const auto gate_up = Upload(std::vector<uint16_t>(tokens * rows));
             const auto pair = Upload(std::vector<uint16_t>(tokens * inter));
-            ASSERT_TRUE(Df11Gemv(dx.as<uint16_t>(), w, TablesOf(m->unit.unit()), sm, b, tokens, false,
-                                 gate_up.as<uint16_t>(), nullptr)
-                            .ok());
+            ASSERT_TRUE(linear(*m, w, dx.as<uint16_t>(), b, tokens, gate_up.as<uint16_t>()).ok());
             ASSERT_TRUE(cuda::GatedActivation(act, gate_up.as<uint16_t>(), rows, gate_up.as<uint16_t>() + inter, rows,
                                               tokens, inter, pair.as<uint16_t>(), nullptr)
                             .ok());
@@ -458,6 +458,28 @@ TEST(Df11LanesCuda, FusedGatedGemvIsGemvGatedBitForBit) {
       }
     }
   }
+}
+
+// The fused gate|up GEMV with its gated activation (fixed lanes at 1, 2 and 4 rows per tile) vs
+// cuda::GemvGated on the BF16 twin and vs Df11Gemv then GatedActivation: the same bits, 1-2 tokens,
+// both activations, with and without a bias; a shape whose inter is not a multiple of the rows per
+// tile is refused.
+TEST(Df11LanesCuda, FusedGatedGemvIsGemvGatedBitForBit) {
+  REQUIRE_GPU();
+  ExpectGatedIsTwin(
+      {{36, 264}, {1024, 4096}, {4100, 64}, {52, 12288}}, {1, 2},
+      [](const DeviceMatrix& m, const DeviceLanes& w, Activation act, const uint16_t* x, const float* bias, int64_t t,
+         int64_t inter, uint16_t* out) {
+        return cuda::GemvGated(act, x, m.plain.as<uint16_t>(), bias, t, inter, w.cols, out, nullptr);
+      },
+      [](const DeviceMatrix& m, const DeviceLanes& w, Activation act, const uint16_t* x, const float* bias, int64_t t,
+         int64_t inter, uint16_t* out) {
+        EXPECT_TRUE(Df11GemvGatedApplies(x, w, t, inter));
+        return Df11GemvGated(act, x, w, m.unit.unit().sign_mantissa, bias, t, inter, out, nullptr);
+      },
+      [](const DeviceMatrix& m, const DeviceLanes& w, const uint16_t* x, const float* bias, int64_t t, uint16_t* y) {
+        return Df11Gemv(x, w, TablesOf(m.unit.unit()), m.unit.unit().sign_mantissa, bias, t, false, y, nullptr);
+      });
   // inter 6 with 4 rows per tile: tile 1 would hold gate rows 4, 5 and up rows 0, 1.
   const auto m = MakeMatrix(testing::GaussianWeights(int64_t{12} * 64, 0.02f, 3), 12, 64);
   const auto dx = Upload(testing::GaussianWeights(64, 1.0f, 4));
@@ -495,6 +517,52 @@ TEST(Df11LanesCuda, FusedTileGemmIsTileGemmBitForBit) {
                          nullptr, nullptr)
                 .code(),
             StatusCode::kInvalidArgument);
+}
+
+// The fused DF11 tile linear's gated form (fixed lanes at 1, 2 and 4 rows per tile) vs
+// cuda::TileGemmGated on the BF16 twin with the same rows per tile and vs Df11TileGemm then
+// GatedActivation: the same bits in every token bucket, both activations, with and without a bias;
+// which lanes the model's choice takes; shapes it must refuse.
+TEST(Df11LanesCuda, FusedTileGemmGatedIsTileGemmGatedBitForBit) {
+  REQUIRE_GPU();
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{32, 264}, {1024, 4096}, {96, 12288}};
+  ExpectGatedIsTwin(
+      shapes, {3, 8, 16, 17, 33, 64},
+      [](const DeviceMatrix& m, const DeviceLanes& w, Activation act, const uint16_t* x, const float* bias, int64_t t,
+         int64_t inter, uint16_t* out) {
+        return cuda::TileGemmGated(act, x, m.plain.as<uint16_t>(), bias, t, inter, w.cols, out, nullptr,
+                                   w.rows_per_tile);
+      },
+      [](const DeviceMatrix& m, const DeviceLanes& w, Activation act, const uint16_t* x, const float* bias, int64_t t,
+         int64_t inter, uint16_t* out) {
+        return Df11TileGemmGated(act, x, w, m.unit.unit().sign_mantissa, bias, t, inter, out, nullptr);
+      },
+      [](const DeviceMatrix& m, const DeviceLanes& w, const uint16_t* x, const float* bias, int64_t t, uint16_t* y) {
+        return Df11TileGemm(x, w, m.unit.unit().sign_mantissa, bias, t, false, y, nullptr);
+      });
+  // The model's choice: the rows per tile its BF16 twin's TileGemmGated picks.
+  for (auto [inter, cols] : shapes) {
+    const auto m = MakeMatrix(testing::GaussianWeights(2 * inter * cols, 0.02f, 5), 2 * inter, cols);
+    const auto dx = Upload(std::vector<uint16_t>(size_t{8} * cols, 0));
+    const int fixed = FixedRowsPerTile(2 * inter, cols);
+    for (int tiles = 2; tiles < kLaneVariants; ++tiles) {
+      const DeviceLanes& w = m->lanes[tiles].lanes();
+      EXPECT_EQ(Df11TileGemmGatedApplies(dx.as<uint16_t>(), w, 8, inter), w.rows_per_tile == fixed)
+          << VariantName(tiles);
+    }
+  }
+  // inter 48 with 4 rows per tile: a CTA's 32 gate rows would run into the up rows.
+  const auto m = MakeMatrix(testing::GaussianWeights(int64_t{96} * 64, 0.02f, 3), 96, 64);
+  const auto dx = Upload(std::vector<uint16_t>(size_t{8} * 64, 0));
+  EXPECT_EQ(Df11TileGemmGated(Activation::kSilu, dx.as<uint16_t>(), m->lanes[4].lanes(), m->unit.unit().sign_mantissa,
+                              nullptr, 8, 48, nullptr, nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Df11TileGemmGated(Activation::kSilu, dx.as<uint16_t>(), m->lanes[1].lanes(), m->unit.unit().sign_mantissa,
+                              nullptr, 8, 48, nullptr, nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);  // Huffman lanes
+  EXPECT_FALSE(Df11TileGemmGatedApplies(dx.as<uint16_t>(), m->lanes[2].lanes(), 8, 47));
 }
 
 // The fused DF11 Hopper linear (fixed lanes of 4 rows per tile) vs WgmmaTileGemm on the BF16
