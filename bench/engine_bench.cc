@@ -17,7 +17,9 @@
 // --resident-bf16 holds DF11 models decoded as BF16 (ModelSpec::resident_bf16): the BF16 original,
 // from the DF11 files alone (a model too large to keep on disk in both formats).
 // Per level also: the largest and mean number of sequences in one step (how many run at once);
-// per model: its KV blocks and how many full prompt + output sequences they hold.
+// per model: its KV blocks and how many full prompt + output sequences they hold. On CUDA, the host
+// time of a decode-only step (host_per_decode_step_ms: mean, median, p90; Collected::host_seconds):
+// the time between consecutive steps' records minus the step's GPU span (StepOutput::gpu_seconds).
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -155,6 +157,12 @@ struct Collected {
   std::vector<std::string> errors;
   int64_t promotions = 0, demotions = 0;  // model tiers (--max-model-bytes), since the last level
   double promotion_seconds = 0;
+  // Host time of a decode-only step (CUDA): the time since the previous step's record minus the
+  // step's GPU span (StepRecord::gpu_seconds), i.e. what the GPU waited for: the engine loop's
+  // scheduling, detokenizing and events, and Model::Step's host work before and after its span.
+  std::vector<double> host_seconds;
+  std::chrono::steady_clock::time_point last_step{};
+  bool have_last_step = false;
 };
 
 nlohmann::json RunLevel(Engine& engine, const BenchOptions& o, int concurrency, Collected& c) {
@@ -162,6 +170,7 @@ nlohmann::json RunLevel(Engine& engine, const BenchOptions& o, int concurrency, 
     std::lock_guard lock(c.mu);
     c.gaps.clear(), c.ttft.clear(), c.step_seconds.clear(), c.steps.clear(), c.errors.clear();
     c.generated = 0, c.finished = 0, c.max_step_sequences = 0, c.step_sequences = 0;
+    c.host_seconds.clear(), c.have_last_step = false;
   }
   std::mt19937 rng(concurrency);
   std::map<std::string, int64_t> vocab;
@@ -235,6 +244,14 @@ nlohmann::json RunLevel(Engine& engine, const BenchOptions& o, int concurrency, 
     r["models"][model] = {{"steps", c.steps[model]}, {"step_mean_ms", 1000 * sums.first / n},
                           {"decompress_mean_ms", 1000 * sums.second / n}};
   }
+  if (!c.host_seconds.empty()) {
+    double host = 0;
+    for (double h : c.host_seconds) host += h;
+    r["host_per_decode_step_ms"] = {{"steps", c.host_seconds.size()},
+                                    {"mean", 1000 * host / static_cast<double>(c.host_seconds.size())},
+                                    {"median", 1000 * Percentile(c.host_seconds, 0.5)},
+                                    {"p90", 1000 * Percentile(c.host_seconds, 0.9)}};
+  }
   if (!c.errors.empty()) r["errors"] = c.errors;
   return r;
 }
@@ -250,7 +267,13 @@ int Main(int argc, char** argv) {
     c.generated += rec.usage.generated_tokens;
   };
   observer.on_step = [&c](const StepRecord& s) {
+    const auto now = std::chrono::steady_clock::now();
     std::lock_guard lock(c.mu);
+    if (c.have_last_step && s.tokens == s.sequences && s.gpu_seconds > 0) {
+      c.host_seconds.push_back(std::chrono::duration<double>(now - c.last_step).count() - s.gpu_seconds);
+    }
+    c.last_step = now;
+    c.have_last_step = true;
     c.step_seconds[s.model].first += s.step_seconds;
     c.step_seconds[s.model].second += s.decompress_seconds;
     ++c.steps[s.model];
@@ -336,11 +359,12 @@ int Main(int argc, char** argv) {
     {  // with --json on stderr, so that a run cut short still leaves its finished levels
       std::fprintf(o.json ? stderr : stdout,
           "concurrency %4d: %9.1f tok/s  itl mean %7.2f ms  p99 %7.2f ms  ttft %8.1f ms  promotions %lld  "
-          "sequences/step max %lld\n",
+          "sequences/step max %lld  host/decode step median %.3f ms\n",
           level, r["output_tokens_per_second"].get<double>(), r["itl_mean_ms"].get<double>(),
           r["itl_p99_ms"].get<double>(), r["ttft_mean_ms"].get<double>(),
           static_cast<long long>(r["promotions"].get<int64_t>()),
-          static_cast<long long>(r["max_step_sequences"].get<int64_t>()));
+          static_cast<long long>(r["max_step_sequences"].get<int64_t>()),
+          r.contains("host_per_decode_step_ms") ? r["host_per_decode_step_ms"]["median"].get<double>() : 0.0);
       std::fflush(o.json ? stderr : stdout);
     }
     out["levels"].push_back(r);

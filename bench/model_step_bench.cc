@@ -27,7 +27,8 @@
 // (ModelOptions::df11_prefetch); --no-prefetch-graphs does so only in steps that replay graphs
 // (ModelOptions::df11_prefetch_graphs).
 // Every decode line also gives its floor: the model's weights plus each sequence's KV read once at
-// the read roofline measured first (read_roofline.h), and the step's ratio to it.
+// the read roofline measured first (read_roofline.h), and the step's ratio to it, and its host time:
+// the step's wall time minus its GPU span (StepOutput::gpu_seconds), median over the reps.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -88,6 +89,7 @@ std::vector<int32_t> Tokens(int64_t n, int64_t seed, int64_t vocab) {
 
 struct Timing {
   double step_ms = 0, decompress_ms = 0;
+  double host_ms = 0;  // median of step - GPU span (StepOutput::gpu_seconds): Model::Step's host work
   // --profile (medians of the profiled runs; 0 otherwise).
   double profiled_step_ms = 0, gemm_ms = 0, attention_ms = 0, profiled_decompress_ms = 0;
 };
@@ -95,16 +97,17 @@ struct Timing {
 // Runs `input` kWarmup + reps times; medians of step and decompression time; with `profile`,
 // reps more profiled runs.
 StatusOr<Timing> TimeStep(Model& model, const StepInput& input, int reps, bool profile) {
-  std::vector<double> step, decomp, p_step, p_gemm, p_attn, p_decomp;
+  std::vector<double> step, decomp, host, p_step, p_gemm, p_attn, p_decomp;
   StepOutput out;  // reused, as a serving loop should: logits keep their (up to 78 MB) capacity
   for (int i = 0; i < kWarmup + reps; ++i) {
     DF11_RETURN_IF_ERROR(model.Step(input, out));
     if (i >= kWarmup) {
       step.push_back(out.step_seconds * 1e3);
       decomp.push_back(out.decompress_seconds * 1e3);
+      host.push_back((out.step_seconds - out.gpu_seconds) * 1e3);
     }
   }
-  Timing t{Median(step), Median(decomp)};
+  Timing t{Median(step), Median(decomp), Median(host)};
   if (!profile) return t;
   StepInput profiled = input;
   profiled.profile = true;
@@ -210,10 +213,12 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
                   {"step_over_floor", t.step_ms / floor_ms},
                   {"decompress_ms", t.decompress_ms},
                   {"rest_ms", t.step_ms - t.decompress_ms},
+                  {"host_ms", t.host_ms},
                   {"tokens_per_s", batch / (t.step_ms * 1e-3)}};
-    std::printf("  decode batch %4lld: %8.3f ms/step (decompress %7.3f, rest %7.3f), floor %6.3f ms (x%.2f)\n",
-                static_cast<long long>(batch), t.step_ms, t.decompress_ms, t.step_ms - t.decompress_ms, floor_ms,
-                t.step_ms / floor_ms);
+    std::printf(
+        "  decode batch %4lld: %8.3f ms/step (decompress %7.3f, rest %7.3f), floor %6.3f ms (x%.2f), host %6.3f ms\n",
+        static_cast<long long>(batch), t.step_ms, t.decompress_ms, t.step_ms - t.decompress_ms, floor_ms,
+        t.step_ms / floor_ms, t.host_ms);
     if (o.profile) entry["profile"] = ProfileOf(t, "decode");
     result["decode"].push_back(entry);
     std::fflush(stdout);

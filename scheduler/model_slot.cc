@@ -333,6 +333,7 @@ Status ModelSlot::Run(const std::vector<Scheduled>& batch) {
   StepOutput& out = step_output_;
   out.step_seconds = 0;
   out.decompress_seconds = 0;
+  out.gpu_seconds = 0;
   const Clock::time_point start = Clock::now();
   Status st = model_->Step(input, out);
   // Backends that do not time themselves: the wall time of the call.
@@ -365,7 +366,7 @@ void ModelSlot::Postprocess(const std::vector<Scheduled>& batch, const Status& r
   RefreshGauges();
   if (observer_.on_step) {
     observer_.on_step({spec_.name, stats_.last_batch_sequences, stats_.last_batch_tokens, stats_.last_step_seconds,
-                       stats_.last_decompress_seconds});
+                       stats_.last_decompress_seconds, step_output_.gpu_seconds});
   }
 }
 

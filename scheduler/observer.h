@@ -35,6 +35,7 @@ struct StepRecord {
   std::string model;
   int64_t sequences = 0, tokens = 0;
   double step_seconds = 0, decompress_seconds = 0;
+  double gpu_seconds = 0;  // StepOutput::gpu_seconds (CUDA; 0 on the CPU)
 };
 struct RequestRecord {
   std::string model;

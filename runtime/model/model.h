@@ -106,7 +106,10 @@ struct StepOutput {
   double decompress_seconds = 0;  // of which DF11 decoding (units and embedding rows)
   double gemm_seconds = 0;        // of which GEMMs (CUDA, StepInput::profile only)
   double attention_seconds = 0;   // of which KV writes + attention (CUDA, StepInput::profile only)
-  bool replayed_graph = false;    // CUDA: the forward pass ran as a captured graph (ModelOptions::cuda_graphs)
+  // CUDA: the step's span on its stream, from the batch arrays' copy to the device to the last copy
+  // back (events); step_seconds minus this is host work the GPU waited for. 0 on the CPU.
+  double gpu_seconds = 0;
+  bool replayed_graph = false;  // CUDA: the forward pass ran as a captured graph (ModelOptions::cuda_graphs)
   // [rows.size(), vocab_size] fp32; empty when the sequences asked for sampling. Reuse one
   // StepOutput across steps: the vector keeps its capacity (a fresh one per step pays page faults
   // on up to rows x vocab x 4 bytes, 78 MB at 128 rows of a 152k vocabulary).

@@ -156,6 +156,7 @@ struct Model::CudaState {
   bool graphs_failed = false;     // the runtime refused a capture: no more captures
   bool replayed_graph = false;    // the current step's forward pass ran as a graph
   cuda::EventTimer decode_timer;
+  cuda::EventTimer span_timer;  // StepOutput::gpu_seconds
   cuda::EventTimer gemm_timer, attention_timer;  // StepInput::profile
   bool profile = false;
   uint64_t weight_bytes = 0, bf16_weight_bytes = 0;  // for the LoadReport

@@ -381,6 +381,8 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
   if (hb.data.size() * 4 > st.batch_arrays.bytes()) {  // doubling: decode steps' tables grow a little each
     DF11_RETURN_IF_ERROR(st.batch_arrays.Reserve(hb.data.size() * 8, "step batch arrays"));
   }
+  st.span_timer.Reset();
+  DF11_RETURN_IF_ERROR(st.span_timer.Begin(stream));
   DF11_RETURN_IF_ERROR(cuda::CopyToDevice(st.batch_arrays.data(), hb.data.data(), hb.data.size() * 4, stream));
   const int32_t* arrays = st.batch_arrays.as<const int32_t>();
   BatchLayout layout = hb.Layout(arrays);
@@ -459,7 +461,9 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
     output.logits.resize(R * vocab);
     DF11_RETURN_IF_ERROR(cuda::CopyToHost(output.logits.data(), b.logits_f32, R * vocab * 4, stream));
   }
+  DF11_RETURN_IF_ERROR(st.span_timer.End(stream));
   DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));  // also when no rows were copied: the step is done
+  DF11_ASSIGN_OR_RETURN(output.gpu_seconds, st.span_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.decompress_seconds, st.decode_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.gemm_seconds, st.gemm_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.attention_seconds, st.attention_timer.Seconds());

@@ -503,7 +503,8 @@ TEST_F(ModelCudaTest, GpuLogitsCloseToCpu) {
 
 // Decode steps replayed from CUDA graphs give the bits of the same steps run op by op: three
 // ragged sequences, then two (another graph), then three again (a replay), DF11 and BF16, a
-// qkv-bias architecture and a fused-qkv one. DF11 graphs still report their decode time.
+// qkv-bias architecture and a fused-qkv one. DF11 graphs still report their decode time, every
+// step its GPU span (StepOutput::gpu_seconds).
 // The max-keys rounding (64, 128, ...) keeps one shape over these steps.
 TEST_F(ModelCudaTest, GraphsMatchEagerBitForBit) {
   for (const char* preset : {"qwen3-tiny", "qwen2-tiny", "phi3-tiny"}) {
@@ -530,6 +531,11 @@ TEST_F(ModelCudaTest, GraphsMatchEagerBitForBit) {
         ASSERT_EQ(0, std::memcmp(go.logits.data(), eo.logits.data(), go.logits.size() * 4)) << "step " << step;
         if (graphs->checkpoint().is_df11()) {
           EXPECT_GT(go.decompress_seconds, 0.0) << "step " << step;
+        }
+        // The GPU span is timed in both modes and lies inside the step's wall time.
+        for (const StepOutput* o : {&go, &eo}) {
+          EXPECT_GT(o->gpu_seconds, 0.0) << "step " << step;
+          EXPECT_LE(o->gpu_seconds, o->step_seconds) << "step " << step;
         }
         // Each shape's first step runs op by op, the next ones (step 8 too) from its graph.
         EXPECT_EQ(go.replayed_graph, step != 0 && step != 4) << "step " << step;
