@@ -52,6 +52,7 @@ struct MetricsInstruments::ModelInstruments {
   prometheus::Histogram* decode;
   prometheus::Histogram* step;
   prometheus::Histogram* decompress;
+  prometheus::Histogram* gpu;  // CUDA steps only
 };
 
 MetricsInstruments::MetricsInstruments() : registry_(std::make_shared<prometheus::Registry>()) {
@@ -68,6 +69,8 @@ MetricsInstruments::MetricsInstruments() : registry_(std::make_shared<prometheus
   step_ = HistogramFamily(r, "df11_step_duration_seconds", "One engine step (forward, sampling, streaming).");
   decompress_ = HistogramFamily(r, "df11_step_decompress_seconds",
                                 "DF11 weight decompression inside one engine step.");
+  gpu_ = HistogramFamily(r, "df11_step_gpu_seconds",
+                         "One engine step's span on the GPU (CUDA steps only; the rest of the step is host work).");
   requests_ = CounterFamily(r, "df11_requests_total", "Requests finished, by finish reason.");
   promotions_ = CounterFamily(r, "df11_model_promotions_total",
                               "Models brought to the device, by reason (request, admin) and result (ok, error).");
@@ -97,6 +100,7 @@ MetricsInstruments::ModelInstruments& MetricsInstruments::ForModel(const std::st
         &decode_->Add(labels, metrics_buckets::kRequest),
         &step_->Add(labels, metrics_buckets::kStep),
         &decompress_->Add(labels, metrics_buckets::kStep),
+        &gpu_->Add(labels, metrics_buckets::kStep),
     });
   }
   return *slot;
@@ -106,6 +110,7 @@ void MetricsInstruments::OnStep(const StepRecord& step) {
   ModelInstruments& m = ForModel(step.model);
   m.step->Observe(step.step_seconds);
   m.decompress->Observe(step.decompress_seconds);
+  if (step.gpu_seconds > 0) m.gpu->Observe(step.gpu_seconds);  // CPU steps have no GPU span
 }
 
 void MetricsInstruments::OnRequest(const RequestRecord& request) {

@@ -29,7 +29,7 @@ extern const std::vector<double> kInterToken;
 extern const std::vector<double> kRequest;  // end-to-end and decode time per request
 extern const std::vector<double> kQueue;
 extern const std::vector<double> kPrefill;
-extern const std::vector<double> kStep;     // engine step and decompression per step
+extern const std::vector<double> kStep;     // engine step, its decompression and its GPU span
 extern const std::vector<double> kPromotion;  // a model brought to the device
 }  // namespace metrics_buckets
 
@@ -60,6 +60,7 @@ class MetricsInstruments {
   prometheus::Family<prometheus::Histogram>* decode_;
   prometheus::Family<prometheus::Histogram>* step_;
   prometheus::Family<prometheus::Histogram>* decompress_;
+  prometheus::Family<prometheus::Histogram>* gpu_;
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Counter>* rpcs_;
   prometheus::Family<prometheus::Counter>* rejected_;

@@ -99,6 +99,7 @@ TEST_F(MetricsEngineTest, GenerationsMoveEveryRequestMetric) {
   EXPECT_GE(steps, 8);  // the longest request needs at least 8 steps
   EXPECT_EQ(SampleValue(text, "df11_step_duration_seconds_count", kTiny), steps);
   EXPECT_EQ(SampleValue(text, "df11_step_decompress_seconds_count", kTiny), steps);
+  EXPECT_EQ(SampleValue(text, "df11_step_gpu_seconds_count", kTiny), 0);  // CPU steps have no GPU span
   EXPECT_EQ(SampleValue(text, "df11_requests_running", kTiny), 0);
   EXPECT_EQ(SampleValue(text, "df11_requests_waiting", kTiny), 0);
   EXPECT_EQ(SampleValue(text, "df11_kv_cache_blocks_used", kTiny), 0);

@@ -102,11 +102,16 @@ TEST(Metrics, RequestWithoutTokensCountsOnlyItsDuration) {
   EXPECT_EQ(SampleValue(text, "df11_requests_total", {{"model", "m"}, {"finish_reason", "cancelled"}}), 1);
 }
 
-TEST(Metrics, StepRecordsFillStepAndDecompressionHistograms) {
+TEST(Metrics, StepRecordsFillStepDecompressionAndGpuHistograms) {
   std::unique_ptr<Metrics> metrics = StartOnFreePort();
   ASSERT_NE(metrics, nullptr);
   EngineObserver observer = metrics->Observer();
-  observer.on_step({.model = "m", .sequences = 4, .tokens = 4, .step_seconds = 0.012, .decompress_seconds = 0.004});
+  observer.on_step({.model = "m",
+                    .sequences = 4,
+                    .tokens = 4,
+                    .step_seconds = 0.012,
+                    .decompress_seconds = 0.004,
+                    .gpu_seconds = 0.0118});
   observer.on_step({.model = "m", .sequences = 1, .tokens = 64, .step_seconds = 0.04, .decompress_seconds = 0.0045});
   const std::string text = metrics->Scrape();
   EXPECT_EQ(SampleValue(text, "df11_step_duration_seconds_bucket", {{"model", "m"}, {"le", "0.015"}}), 1);
@@ -114,6 +119,11 @@ TEST(Metrics, StepRecordsFillStepAndDecompressionHistograms) {
   EXPECT_DOUBLE_EQ(*SampleValue(text, "df11_step_decompress_seconds_sum", {{"model", "m"}}), 0.0085);
   EXPECT_EQ(SampleValue(text, "df11_step_decompress_seconds_bucket", {{"model", "m"}, {"le", "0.003"}}), 0);
   EXPECT_EQ(SampleValue(text, "df11_step_decompress_seconds_bucket", {{"model", "m"}, {"le", "0.005"}}), 2);
+  // Only the step with a GPU span (a CUDA step) is observed.
+  EXPECT_EQ(SampleValue(text, "df11_step_gpu_seconds_count", {{"model", "m"}}), 1);
+  EXPECT_DOUBLE_EQ(*SampleValue(text, "df11_step_gpu_seconds_sum", {{"model", "m"}}), 0.0118);
+  EXPECT_EQ(SampleValue(text, "df11_step_gpu_seconds_bucket", {{"model", "m"}, {"le", "0.01"}}), 0);
+  EXPECT_EQ(SampleValue(text, "df11_step_gpu_seconds_bucket", {{"model", "m"}, {"le", "0.015"}}), 1);
 }
 
 TEST(Metrics, RpcAndRejectionCountersBoundTheirLabels) {
