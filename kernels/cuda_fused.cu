@@ -210,7 +210,13 @@ __global__ void __launch_bounds__(32 * kItemWarps)
 // registers instead of 40 at DP 128 with 6 items (bench/results/attention_h100_prepare_hoist_ab.log,
 // three rounds each, alternating): a 2,048-token prefill 0.0341-0.0343 ms a layer against
 // 0.0402-0.0407, 4,096 tokens 0.0602-0.0603 against 0.0720-0.0725, 512 0.0098-0.0101 against
-// 0.0124-0.0127; decode steps within run-to-run noise.
+// 0.0124-0.0127; decode steps within run-to-run noise. The kernel is issue-bound at prefills (ncu:
+// issue slots 73% busy, ~213 warp instructions a head vector; bench/results/ncu_prepare_attention_prefill_h100.txt.xz).
+// Tried and not kept: rope on packed bf16 pairs (two bf16x2 multiplies and an add per two elements,
+// sin negated in the lower half): 0.0287-0.0289 ms a layer at 2,048 tokens against 0.0317-0.0320,
+// but with __hmul2 / __hadd2 the compiler contracted a multiply and the add into one fma, and the
+// bits changed (bench/results/attention_h100_prepare_rope_pairs_ab.log); the __hmul2_rn / __hadd2_rn
+// form, which should keep them, has not run on a GPU yet.
 template <int DP, int kPerWarp>
 __global__ void __launch_bounds__(32 * kVecWarps)
     PrepareAttentionVecKernel(PagedKvLayer cache, BatchLayout batch, int64_t num_heads, QkvRows src, QkNormRope p,
