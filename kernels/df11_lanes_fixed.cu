@@ -116,7 +116,10 @@ __global__ void __launch_bounds__(kWarps * 32)
                      const float* __restrict__ bias, bool accumulate, uint16_t* __restrict__ y,
                      uint32_t* __restrict__ mismatches) {
   cuda::AllowDependents();
-  const Tables t = fixed_lanes::MakeTables(w);
+  __shared__ uint2 escape_table[16];
+  fixed_lanes::FillEscapeTable(escape_table, w, threadIdx.x);
+  const Tables t = fixed_lanes::MakeTables(w, escape_table);
+  __syncthreads();       // the escape table is in
   cuda::WaitPrevious();  // x and y belong to the stream's earlier kernels
   const int lane = threadIdx.x % 32;
   const uint32_t chunks = static_cast<uint32_t>(w.cols / 8), per_row = (chunks + 31) / 32;
@@ -162,7 +165,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     FixedLanesGatedKernel(const uint16_t* __restrict__ x, DeviceLanes w, const uint8_t* __restrict__ sm,
                           const float* __restrict__ bias, int64_t inter, Activation act, uint16_t* __restrict__ out) {
   cuda::AllowDependents();
-  const Tables t = fixed_lanes::MakeTables(w);
+  __shared__ uint2 escape_table[16];
+  fixed_lanes::FillEscapeTable(escape_table, w, threadIdx.x);
+  const Tables t = fixed_lanes::MakeTables(w, escape_table);
+  __syncthreads();       // the escape table is in
   cuda::WaitPrevious();  // x belongs to the stream's earlier kernels
   const int lane = threadIdx.x % 32;
   const uint32_t chunks = static_cast<uint32_t>(w.cols / 8), per_row = (chunks + 31) / 32;

@@ -45,6 +45,10 @@ struct TileDecoder {
     BlockRaw b[kTilesPerWarp];
   };
 
+  // The kernel passes a CTA barrier after Begin(At) and before its first Decode (the CTA's escape
+  // table, filled by threads 0..15).
+  static constexpr bool kBarrierAfterBegin = true;
+
   // Warp `warp` of CTA `cta` takes tiles cta kCtaTiles + warp kTilesPerWarp ..
   __device__ __forceinline__ State Begin(int64_t cta, int warp, int lane) const {
     return BeginAt(cta * kCtaTiles + warp * kTilesPerWarp, warp, lane);
@@ -55,7 +59,9 @@ struct TileDecoder {
     State st;
     st.warp = warp;
     st.lane = lane;
-    st.t = MakeTables(w);
+    __shared__ uint2 escape_table[16];
+    FillEscapeTable(escape_table, w, warp * 32 + lane);
+    st.t = MakeTables(w, escape_table);
     st.tile0 = tile0;
     const int64_t tiles = (w.rows + kR - 1) / kR;
 #pragma unroll
