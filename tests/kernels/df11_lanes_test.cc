@@ -354,13 +354,16 @@ using LinearFn = std::function<Status(const DeviceMatrix& m, int tiles, const ui
 // tile; 6000 rows: 375 CTAs of 16 rows, a grid the BF16 TileGemm runs at 3 CTAs per SM at 64 tokens
 // on 132-SM GPUs), for every token count, lane variant from first_variant on, and plain, bias,
 // accumulate.
-void ExpectFusedIsTwin(const std::vector<int64_t>& token_counts, int first_variant, uint32_t seed, const LinearFn& twin,
-                       const LinearFn& fused) {
+// weights(n, seed): W's words (default N(0, 0.02)).
+using WeightsFn = std::function<std::vector<uint16_t>(int64_t n, uint32_t seed)>;
+void ExpectFusedIsTwin(
+    const std::vector<int64_t>& token_counts, int first_variant, uint32_t seed, const LinearFn& twin,
+    const LinearFn& fused,
+    const WeightsFn& weights = [](int64_t n, uint32_t s) { return testing::GaussianWeights(n, 0.02f, s); }) {
   std::mt19937 rng(seed);
   for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 8}, {33, 264}, {300, 4096}, {130, 12288}, {70, 5120}, {40, 3072}, {8195, 64}, {257, 2560}, {6000, 64}}) {
-    const auto m =
-        MakeMatrix(testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(rows + cols)), rows, cols);
+    const auto m = MakeMatrix(weights(rows * cols, static_cast<uint32_t>(rows + cols)), rows, cols);
     for (const int64_t tokens : token_counts) {
       const auto x = testing::GaussianWeights(tokens * cols, 1.0f, static_cast<uint32_t>(tokens * 7 + cols));
       std::vector<float> bias(rows);
@@ -491,22 +494,22 @@ TEST(Df11LanesCuda, FusedGatedGemvIsGemvGatedBitForBit) {
   EXPECT_FALSE(Df11GemvGatedApplies(dx.as<uint16_t>(), m->lanes[0].lanes(), 1, 6));  // Huffman lanes
 }
 
+// TileGemm on the BF16 twin with lane variant `tiles`' rows per tile, and Df11TileGemm on the variant.
+Status TileTwin(const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
+                uint16_t* y) {
+  const DeviceLanes& w = m.lanes[tiles].lanes();
+  return cuda::TileGemm(x, m.plain.as<uint16_t>(), bias, t, w.rows, w.cols, accumulate, y, nullptr, w.rows_per_tile);
+}
+Status TileFused(const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
+                 uint16_t* y) {
+  return Df11TileGemm(x, m.lanes[tiles].lanes(), m.unit.unit().sign_mantissa, bias, t, accumulate, y, nullptr);
+}
+
 // The fused DF11 tensor-core linear (fixed lanes) vs TileGemm on the BF16 twin with the same rows
 // per tile, in every token bucket.
 TEST(Df11LanesCuda, FusedTileGemmIsTileGemmBitForBit) {
   REQUIRE_GPU();
-  ExpectFusedIsTwin(
-      {3, 4, 8, 9, 16, 24, 32, 33, 64}, 2, 6,
-      [](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
-         uint16_t* y) {
-        const DeviceLanes& w = m.lanes[tiles].lanes();
-        return cuda::TileGemm(x, m.plain.as<uint16_t>(), bias, t, w.rows, w.cols, accumulate, y, nullptr,
-                              w.rows_per_tile);
-      },
-      [](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
-         uint16_t* y) {
-        return Df11TileGemm(x, m.lanes[tiles].lanes(), m.unit.unit().sign_mantissa, bias, t, accumulate, y, nullptr);
-      });
+  ExpectFusedIsTwin({3, 4, 8, 9, 16, 24, 32, 33, 64}, 2, 6, TileTwin, TileFused);
   const auto x = Upload(std::vector<uint16_t>(size_t{8} * 64, 0));
   const auto m = MakeMatrix(testing::GaussianWeights(size_t{8195} * 64, 0.02f, 3), 8195, 64);
   EXPECT_TRUE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[4].lanes(), 8));   // 4 rows per tile, FixedRowsPerTile's
@@ -517,6 +520,19 @@ TEST(Df11LanesCuda, FusedTileGemmIsTileGemmBitForBit) {
                          nullptr, nullptr)
                 .code(),
             StatusCode::kInvalidArgument);
+}
+
+// The same with rare exponents everywhere (the tile decoder's rare-byte path, which Gaussian
+// matrices almost never reach) and entries with several escapes: exponents 100..140 uniform, so 7
+// have codes, 15 escape nibbles and 19 (~46% of the elements) rare bytes.
+TEST(Df11LanesCuda, FusedTileGemmWithRareExponentsIsTileGemmBitForBit) {
+  REQUIRE_GPU();
+  std::vector<int> exponents(41);
+  std::iota(exponents.begin(), exponents.end(), 100);
+  const std::vector<double> uniform(exponents.size(), 1.0);
+  ExpectFusedIsTwin({3, 8, 16, 33, 64}, 2, 7, TileTwin, TileFused, [&](int64_t n, uint32_t seed) {
+    return testing::WeightsWithExponents(n, exponents, uniform, seed);
+  });
 }
 
 // The fused DF11 tile linear's gated form (fixed lanes at 1, 2 and 4 rows per tile) vs
