@@ -186,11 +186,21 @@ __device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
 // groups, one of 2 or 4 rows per tile 2. Measured on the H100 (the linears of an 8B decode step
 // at 64 tokens, BF16 TileGemm / cuBLAS; bench/results/df11_gemv_h100_tile64_v{22,42,84}.log):
 // 2 and 2 1.243, 4 and 2 1.221 (kept), 8 and 4 1.343 (DF11 then needs 2 CTAs per SM: 15.1 ms
-// against 12.2).
+// against 12.2). At 9-16 tokens (kNT = 2) a warp of a 4-row-per-tile CTA takes one group: half
+// the accumulators, so the DF11 loader's 80 registers spill 28 bytes instead of 212-220 (ptxas),
+// for twice the shared-memory reads of W. Measured on the H100 (df11_gemv_bench, three visits,
+// two runs each against the build before, bench/results/df11_gemv_h100_tile_warp_split_ab.log):
+// at 16 tokens the DF11 gate|up 0.0842-0.0864 ms against 0.0917-0.0957 and lm_head 0.436-0.477
+// against 0.487-0.508, BF16 unchanged (0.077-0.081 and 0.414-0.422); a step's DF11 linears at 16
+// tokens 7.56-7.67 ms against 7.90-7.96 (visit 3). The same at 17-64 tokens (one group; or 2
+// m-tiles x 2 groups, or 1 x 4, with no K split) spilled less too but lost: at 64 tokens the DF11
+// gate|up 0.133-0.141 against 0.126-0.131, lm_head BF16 0.54-0.65 against 0.47-0.48. 4 groups a
+// warp for 1-row tiles at 17-32 tokens moved nothing beyond run-to-run noise (visit 3).
 template <int kR, int kNT>
 constexpr int NtPerWarp() {
   if constexpr (kNT < 2) return kNT;
   if constexpr (kNT == 8 && kR == 1) return 4;
+  if constexpr (kNT == 2 && kR == 4) return 1;
   return 2;
 }
 // Shared bytes: the stage buffers, or the kKSplit warps' partial sums if more.

@@ -117,9 +117,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                      uint32_t* __restrict__ mismatches) {
   cuda::AllowDependents();
   __shared__ uint2 escape_table[16];
-  fixed_lanes::FillEscapeTable(escape_table, w, threadIdx.x);
-  const Tables t = fixed_lanes::MakeTables(w, escape_table);
-  __syncthreads();       // the escape table is in
+  const Tables t = fixed_lanes::CtaTables(escape_table, w);
   cuda::WaitPrevious();  // x and y belong to the stream's earlier kernels
   const int lane = threadIdx.x % 32;
   const uint32_t chunks = static_cast<uint32_t>(w.cols / 8), per_row = (chunks + 31) / 32;
@@ -166,9 +164,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                           const float* __restrict__ bias, int64_t inter, Activation act, uint16_t* __restrict__ out) {
   cuda::AllowDependents();
   __shared__ uint2 escape_table[16];
-  fixed_lanes::FillEscapeTable(escape_table, w, threadIdx.x);
-  const Tables t = fixed_lanes::MakeTables(w, escape_table);
-  __syncthreads();       // the escape table is in
+  const Tables t = fixed_lanes::CtaTables(escape_table, w);
   cuda::WaitPrevious();  // x belongs to the stream's earlier kernels
   const int lane = threadIdx.x % 32;
   const uint32_t chunks = static_cast<uint32_t>(w.cols / 8), per_row = (chunks + 31) / 32;

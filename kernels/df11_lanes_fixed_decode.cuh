@@ -53,6 +53,15 @@ __device__ __forceinline__ Tables MakeTables(const DeviceLanes& w, const uint2* 
   return t;
 }
 
+// FillEscapeTable from threads 0..15 of the CTA, then MakeTables, then the barrier the table
+// needs: every thread of the CTA calls it, where no thread may have returned.
+__device__ __forceinline__ Tables CtaTables(uint2* table, const DeviceLanes& w) {
+  FillEscapeTable(table, w, static_cast<int>(threadIdx.x));
+  const Tables t = MakeTables(w, table);
+  __syncthreads();  // the escape table is in
+  return t;
+}
+
 // One lane's escape nibbles: `queue` holds `left` of them, from nibble `next` of its tile's array
 // on. Refill loads the next 9 to 16 (a lane rarely has more than 9 in a block).
 struct EscapeQueue {

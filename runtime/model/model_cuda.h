@@ -188,6 +188,10 @@ struct Model::CudaState {
   // Makes w's BF16 matrix available (decoding its unit into the scratch if needed, and, decoding
   // ahead, starting its successor's decode).
   StatusOr<const uint16_t*> WeightData(const DeviceLinear& w);
+  // The sign_mantissa bytes of w's lane streams (w.lanes >= 0): its slice of its unit's.
+  const uint8_t* SignMantissa(const DeviceLinear& w) const {
+    return units[w.unit]->buffer.unit().sign_mantissa + w.unit_offset;
+  }
   // Decodes unit `unit` into dst (its scratch layout) on `s`, timed by decode_timer.
   Status DecodeUnit(int unit, uint16_t* dst, GpuStream s);
   // Makes `stream` wait for a decode ahead still pending, and forgets what the halves hold.

@@ -185,10 +185,9 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
     const bool gemv = tokens < cuda::kTileGemmMinTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0;
     if (gemv || (tokens <= gemm.tile_max_tokens() && Df11TileGemmApplies(x, l, tokens))) {
       const DeviceUnit& u = units[w.unit]->buffer.unit();
-      const uint8_t* sm = u.sign_mantissa + w.unit_offset;
       return TimedGemm([&] {
-        return gemv ? Df11Gemv(x, l, TablesOf(u), sm, w.bias, tokens, false, y, stream)
-                    : Df11TileGemm(x, l, sm, w.bias, tokens, false, y, stream);
+        return gemv ? Df11Gemv(x, l, TablesOf(u), SignMantissa(w), w.bias, tokens, false, y, stream)
+                    : Df11TileGemm(x, l, SignMantissa(w), w.bias, tokens, false, y, stream);
       });
     }
   }
@@ -213,25 +212,24 @@ Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t*
   // (6.28-6.31 / 6.43-6.46 / 8.18-8.20 against 6.39-6.44 / 6.54-6.55 / 8.43-8.47; at 64 tokens the
   // graph step 11.40-11.51 against 11.46-11.51 but a 64-token prefill 9.77-9.82 against 9.37-9.38).
   // Either way the same bits.
-  if (w.out_features == 2 * inter && tokens >= cuda::kTileGemmMinTokens && tokens <= gemm.tile_max_tokens()) {
-    if (w.lanes >= 0 && Df11TileGemmGatedApplies(x, lanes[w.lanes].lanes(), tokens, inter)) {
-      const uint8_t* sm = units[w.unit]->buffer.unit().sign_mantissa + w.unit_offset;
-      return TimedGemm(
-          [&] { return Df11TileGemmGated(act, x, lanes[w.lanes].lanes(), sm, w.bias, tokens, inter, out, stream); });
+  if (w.out_features == 2 * inter) {
+    const bool tile = tokens >= cuda::kTileGemmMinTokens && tokens <= gemm.tile_max_tokens();
+    if (tile && w.lanes >= 0 && Df11TileGemmGatedApplies(x, lanes[w.lanes].lanes(), tokens, inter)) {
+      return TimedGemm([&] {
+        return Df11TileGemmGated(act, x, lanes[w.lanes].lanes(), SignMantissa(w), w.bias, tokens, inter, out, stream);
+      });
     }
-    if (w.lanes < 0 && tokens <= kBf16TileGatedMaxTokens) {
+    if (tile && w.lanes < 0 && tokens <= kBf16TileGatedMaxTokens) {
       DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
       if (cuda::TileGemmGatedApplies(x, data, tokens, inter, w.in_features)) {
         return TimedGemm(
             [&] { return cuda::TileGemmGated(act, x, data, w.bias, tokens, inter, w.in_features, out, stream); });
       }
     }
-  }
-  if (w.out_features == 2 * inter) {
     if (tokens == 2 && w.lanes >= 0 && Df11GemvGatedApplies(x, lanes[w.lanes].lanes(), tokens, inter)) {
-      const uint8_t* sm = units[w.unit]->buffer.unit().sign_mantissa + w.unit_offset;
-      return TimedGemm(
-          [&] { return Df11GemvGated(act, x, lanes[w.lanes].lanes(), sm, w.bias, tokens, inter, out, stream); });
+      return TimedGemm([&] {
+        return Df11GemvGated(act, x, lanes[w.lanes].lanes(), SignMantissa(w), w.bias, tokens, inter, out, stream);
+      });
     }
     if (tokens == 1 && w.lanes < 0) {
       DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
