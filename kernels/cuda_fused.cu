@@ -212,11 +212,13 @@ __global__ void __launch_bounds__(32 * kItemWarps)
 // 0.0402-0.0407, 4,096 tokens 0.0602-0.0603 against 0.0720-0.0725, 512 0.0098-0.0101 against
 // 0.0124-0.0127; decode steps within run-to-run noise. The kernel is issue-bound at prefills (ncu:
 // issue slots 73% busy, ~213 warp instructions a head vector; bench/results/ncu_prepare_attention_prefill_h100.txt.xz).
-// Tried and not kept: rope on packed bf16 pairs (two bf16x2 multiplies and an add per two elements,
-// sin negated in the lower half): 0.0287-0.0289 ms a layer at 2,048 tokens against 0.0317-0.0320,
-// but with __hmul2 / __hadd2 the compiler contracted a multiply and the add into one fma, and the
-// bits changed (bench/results/attention_h100_prepare_rope_pairs_ab.log); the __hmul2_rn / __hadd2_rn
-// form, which should keep them, has not run on a GPU yet.
+// Rope on packed bf16 pairs (two bf16x2 multiplies and an add per two elements, sin negated in the
+// lower half): first tried with __hmul2 / __hadd2, 0.0287-0.0289 ms a layer at 2,048 tokens
+// against 0.0317-0.0320, but the compiler contracted a multiply and the add into one fma and the
+// bits changed (bench/results/attention_h100_prepare_rope_pairs_ab.log); now with __hmul2_rn /
+// __hadd2_rn, which keep RopeKernel's roundings (CudaOps.PrepareAttentionIsSplitNormRopeWriteKvBitForBit
+// passes on the H100): 0.0282-0.0287 ms a layer at 2,048 tokens against 0.0314, decode unchanged
+// (bench/results/attention_h100_prepare_rope_rn_ab.log, three runs each, alternating).
 template <int DP, int kPerWarp>
 __global__ void __launch_bounds__(32 * kVecWarps)
     PrepareAttentionVecKernel(PagedKvLayer cache, BatchLayout batch, int64_t num_heads, QkvRows src, QkNormRope p,
@@ -279,12 +281,15 @@ __global__ void __launch_bounds__(32 * kVecWarps)
   const bool rotates = first < 2 * rope_half, lower = first < rope_half;
   const int shift = rope_half / E;
   const int from = lower ? lane + shift : rotates ? lane - shift : lane;
-  float cs[E], sn[E];
+  // As packed bf16 pairs (the table's values are bf16 already), sin negated in the lower half.
+  __nv_bfloat162 cs[W], sn[W];
 #pragma unroll
-  for (int c = 0; c < E; ++c) {
-    const int e = (lower ? first : first - rope_half) + c;
-    cs[c] = rotates ? rope_cos[e] : 0.0f;
-    sn[c] = rotates ? rope_sin[e] : 0.0f;
+  for (int q = 0; q < W; ++q) {
+    const int e = (lower ? first : first - rope_half) + 2 * q;
+    const float sign = lower ? -1.0f : 1.0f;
+    cs[q] = rotates ? __floats2bfloat162_rn(rope_cos[e], rope_cos[e + 1]) : __floats2bfloat162_rn(0.0f, 0.0f);
+    sn[q] =
+        rotates ? __floats2bfloat162_rn(sign * rope_sin[e], sign * rope_sin[e + 1]) : __floats2bfloat162_rn(0.0f, 0.0f);
   }
 #pragma unroll
   for (int j = 0; j < kPerWarp; ++j) {
@@ -307,25 +312,27 @@ __global__ void __launch_bounds__(32 * kVecWarps)
 #pragma unroll
       for (int c = 0; c < E; ++c) x[c] = NormElement(x[c], r, kind == 0 ? q_w[c] : k_w[c], p.add_one);
     }
+#pragma unroll
+    for (int q = 0; q < W; ++q) w[q] = static_cast<uint32_t>(x[2 * q]) | static_cast<uint32_t>(x[2 * q + 1]) << 16;
     if (kind != 2 && rope_half > 0) {  // the same for the whole warp
-      uint32_t own[W], other[W];
+      uint32_t other[W];
 #pragma unroll
-      for (int q = 0; q < W; ++q) {
-        own[q] = static_cast<uint32_t>(x[2 * q]) | static_cast<uint32_t>(x[2 * q + 1]) << 16;
-        other[q] = __shfl_sync(0xFFFFFFFFu, own[q], from);
-      }
+      for (int q = 0; q < W; ++q) other[q] = __shfl_sync(0xFFFFFFFFu, w[q], from);
       if (rotates) {
+        // bf16(bf16(x cos) -+ bf16(other sin)) as RopeKernel rounds it, two elements an instruction:
+        // a bf16x2 product or sum rounds the exact result once, and for bf16 operands RopeKernel's
+        // fp32 product (exact) or sum (exact, or too small a change to reach a bf16 tie) then
+        // rounded to bf16 gives the same bits; the _rn forms are never contracted into an fma.
 #pragma unroll
-        for (int c = 0; c < E; ++c) {
-          const float mine = Bf16ToFloat(x[c]),
-                      theirs = Bf16ToFloat(static_cast<uint16_t>(other[c / 2] >> (16 * (c % 2))));
-          x[c] = lower ? FloatToBf16(RoundBf16(mine * cs[c]) - RoundBf16(theirs * sn[c]))
-                       : FloatToBf16(RoundBf16(mine * cs[c]) + RoundBf16(theirs * sn[c]));
+        for (int q = 0; q < W; ++q) {
+          __nv_bfloat162 mine, theirs;
+          std::memcpy(&mine, &w[q], 4);
+          std::memcpy(&theirs, &other[q], 4);
+          const __nv_bfloat162 r = __hadd2_rn(__hmul2_rn(mine, cs[q]), __hmul2_rn(theirs, sn[q]));
+          std::memcpy(&w[q], &r, 4);
         }
       }
     }
-#pragma unroll
-    for (int q = 0; q < W; ++q) w[q] = static_cast<uint32_t>(x[2 * q]) | static_cast<uint32_t>(x[2 * q + 1]) << 16;
     uint16_t* out = kind == 0   ? q_dst + item * DP
                     : kind == 1 ? k_dst + (item - heads) * DP
                                 : v_dst + (item - heads - kv_heads) * DP;
