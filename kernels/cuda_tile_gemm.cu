@@ -113,7 +113,6 @@ struct Bf16Loader {
   static constexpr int kMinBlocks = 2;
   // Its bounds checks cost nothing measurable (measured with the register loader it replaced).
   static constexpr bool kUncheckedInterior = false;
-  static constexpr bool kBarrierAfterBegin = false;
 
   struct State {
     int64_t row0;     // the warp's first tile's first row
@@ -241,7 +240,6 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocks)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int ks = warp % kKSplit, ns = warp / kKSplit;
   typename Loader::State st = ld.BeginAt(WarpFirstTile<kR, kGated>(blockIdx.x, warp, inter), warp, lane);
-  if constexpr (Loader::kBarrierAfterBegin) __syncthreads();
   cuda::WaitPrevious();  // x, y (and a BF16 W decoded into a scratch) belong to earlier kernels
   const int64_t stages = (k + G::kCols - 1) / G::kCols;
   float acc[G::kMTiles][kNtPerWarp][4];

@@ -71,7 +71,6 @@ struct Bf16Loader {
   static constexpr int kStages = kStagesT;
   static constexpr int kBlocks = kBlocksT;
   static constexpr bool kUncheckedInterior = false;
-  static constexpr bool kBarrierAfterBegin = false;
   struct State {
     int64_t row0;
     int tid;
@@ -138,7 +137,6 @@ __global__ void __launch_bounds__(kWarps * 32, Loader::kBlocks)
   cuda::AllowDependents();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = warp / 4;
   typename Loader::State st = ld.Begin(blockIdx.x, warp, lane);
-  if constexpr (Loader::kBarrierAfterBegin) __syncthreads();
   // x's rows past T are zeros in every buffer, written once.
   for (int i = tid; i < kStages * kMaxTokens * 32; i += kThreads) {
     const int b = i / (kMaxTokens * 32), t = (i / 32) % kMaxTokens, c = i % 32;
