@@ -29,11 +29,14 @@ struct Tables {
   const uint2* escape;          // the CTA's escape table: entry v for escape nibble v (EscapeTableEntry)
 };
 
-// Entry v (0..15) of an escape table: secondary[v]'s high 7 bits in byte 3 of .x, its low bit in
-// bit 31 of .y (entry 15, a rare byte, holds secondary's padding: the caller takes the rare byte).
+// Exponent byte e as the codes' slot 7 takes it: its high 7 bits in byte 3 of .x, its low bit in
+// bit 31 of .y.
+__device__ __forceinline__ uint2 SlotSevenBytes(uint32_t e) { return make_uint2((e >> 1) << 24, (e & 1u) << 31); }
+
+// Entry v (0..15) of an escape table: SlotSevenBytes of secondary[v] (entry 15, a rare byte, holds
+// secondary's padding: the caller takes the rare byte).
 __device__ __forceinline__ uint2 EscapeTableEntry(const DeviceLanes& w, int v) {
-  const uint32_t e = (w.secondary[v / 4] >> (8 * (v % 4))) & 0xffu;
-  return make_uint2((e >> 1) << 24, (e & 1u) << 31);
+  return SlotSevenBytes((w.secondary[v / 4] >> (8 * (v % 4))) & 0xffu);
 }
 
 // Fills a CTA's escape table (shared, 16 entries) from threads 0..15; the CTA must pass a
@@ -133,18 +136,16 @@ inline __device__ __noinline__ uint32_t RareByte(const uint8_t* rare, uint64_t i
   return rare[min(index, count - 1)];
 }
 
-// Exponent bytes of escape nibble v as the codes' slot 7 takes them: the high 7 bits in byte 3 of
-// .x, the low bit in bit 31 of .y; a rare one's (v = 15) from the lane's next rare byte when
-// `take`. kRare = false: the tile has no rare bytes (its escapes hold no 15), so the check and the
-// call are left out.
+// Exponent bytes of escape nibble v as the codes' slot 7 takes them (SlotSevenBytes); a rare
+// one's (v = 15) from the lane's next rare byte when `take`. kRare = false: the tile has no rare bytes (its escapes
+// hold no 15), so the check and the call are left out.
 template <bool kRare = true>
 __device__ __forceinline__ uint2 EscapeBytes(uint32_t v, bool take, EscapeQueue& q, const Tables& t,
                                              const DeviceLanes& w) {
   uint2 e = t.escape[v];
   if constexpr (kRare) {
     if (__builtin_expect(v == 15 && take, 0)) {
-      const uint32_t r = RareByte(w.rare, q.rare++, w.num_rare);
-      e = make_uint2((r >> 1) << 24, (r & 1u) << 31);
+      e = SlotSevenBytes(RareByte(w.rare, q.rare++, w.num_rare));
     }
   }
   return e;
