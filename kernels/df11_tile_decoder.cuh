@@ -52,8 +52,8 @@ struct TileDecoder {
   // The warp takes tiles tile0 .. tile0 + kTilesPerWarp - 1 (its shared-memory tiles are still
   // warp kTilesPerWarp ..). Every thread of the CTA calls Begin(At): it ends with a CTA barrier, so
   // the CTA's escape table is in (filled first, so that the tiles' loads below overlap the barrier;
-  // CtaTables at the end instead made the linears at 64 tokens 4% slower, ptxas spilling other
-  // registers).
+  // CtaTables at the end instead made the DF11 linears of a step at 64 tokens 4% slower, ptxas
+  // spilling other registers: bench/results/df11_gemv_h100_begin_barrier_ab.log).
   __device__ __forceinline__ State BeginAt(int64_t tile0, int warp, int lane) const {
     State st;
     st.warp = warp;
