@@ -147,11 +147,9 @@ struct PersistentFit {
   int device = -1, max_blocks = 0;
 };
 
-// Launches min(blocks_wanted, what fits the GPU at once) blocks of `threads` as a dependent
-// (LaunchDependent); `what` names the kernel in errors.
-template <typename... Params, typename... Args>
-Status LaunchPersistent(void (*kernel)(Params...), int64_t blocks_wanted, int threads, PersistentFit& fit,
-                        cudaStream_t stream, const char* what, Args... args) {
+// Fills `fit` for blocks of `threads` of `kernel` on the current device (once per device).
+template <typename... Params>
+Status FitPersistent(void (*kernel)(Params...), int threads, PersistentFit& fit, const char* what) {
   int current = 0, sms = 0;
   DF11_RETURN_IF_ERROR(CurrentDeviceSms(&current, &sms));
   if (current != fit.device) {
@@ -160,6 +158,15 @@ Status LaunchPersistent(void (*kernel)(Params...), int64_t blocks_wanted, int th
     fit.max_blocks = per_sm * sms > 1 ? per_sm * sms : 1;
     fit.device = current;
   }
+  return Status::Ok();
+}
+
+// Launches min(blocks_wanted, what fits the GPU at once) blocks of `threads` as a dependent
+// (LaunchDependent); `what` names the kernel in errors.
+template <typename... Params, typename... Args>
+Status LaunchPersistent(void (*kernel)(Params...), int64_t blocks_wanted, int threads, PersistentFit& fit,
+                        cudaStream_t stream, const char* what, Args... args) {
+  DF11_RETURN_IF_ERROR(FitPersistent(kernel, threads, fit, what));
   const int64_t blocks = blocks_wanted < fit.max_blocks ? blocks_wanted : fit.max_blocks;
   LaunchDependent(kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), stream, args...);
   return CheckLaunch(what);

@@ -110,11 +110,12 @@ __device__ __forceinline__ void WalkTile(TileWalk tw, EscapeQueue& q, uint64_t r
 // kTokens > 0: y = x · W^T (+ bias) (+ y). kTokens == 0: y = W. kTokens == -1: *mismatches += the
 // 8-element groups of W that differ from y's. kRows = w.rows_per_tile. Entry i of block j is row
 // i % kRows of the tile and column group lane + 32 (kCols j + i / kRows), kCols = 4 / kRows.
+// The body of FixedLanesKernel and FixedLanesKernelCapped.
 template <int kTokens, int kRows>
-__global__ void __launch_bounds__(kWarps * 32)
-    FixedLanesKernel(const uint16_t* __restrict__ x, DeviceLanes w, const uint8_t* __restrict__ sm,
-                     const float* __restrict__ bias, bool accumulate, uint16_t* __restrict__ y,
-                     uint32_t* __restrict__ mismatches) {
+__device__ __forceinline__ void FixedLanes(const uint16_t* __restrict__ x, const DeviceLanes& w,
+                                           const uint8_t* __restrict__ sm, const float* __restrict__ bias,
+                                           bool accumulate, uint16_t* __restrict__ y,
+                                           uint32_t* __restrict__ mismatches) {
   cuda::AllowDependents();
   __shared__ uint2 escape_table[16];
   const Tables t = fixed_lanes::CtaTables(escape_table, w);
@@ -152,6 +153,23 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     if constexpr (kTokens > 0) cuda::GemvStore<kRows, kTokens>(acc, first, w.rows, bias, accumulate, y);
   }
+}
+
+template <int kTokens, int kRows>
+__global__ void __launch_bounds__(kWarps * 32)
+    FixedLanesKernel(const uint16_t* __restrict__ x, DeviceLanes w, const uint8_t* __restrict__ sm,
+                     const float* __restrict__ bias, bool accumulate, uint16_t* __restrict__ y,
+                     uint32_t* __restrict__ mismatches) {
+  FixedLanes<kTokens, kRows>(x, w, sm, bias, accumulate, y, mismatches);
+}
+
+// The same with registers capped so that kMinBlocks blocks fit an SM (see Launch).
+template <int kTokens, int kRows, int kMinBlocks>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
+    FixedLanesKernelCapped(const uint16_t* __restrict__ x, DeviceLanes w, const uint8_t* __restrict__ sm,
+                           const float* __restrict__ bias, bool accumulate, uint16_t* __restrict__ y,
+                           uint32_t* __restrict__ mismatches) {
+  FixedLanes<kTokens, kRows>(x, w, sm, bias, accumulate, y, mismatches);
 }
 
 // The gated sink (Df11GemvGated): W [2 inter, K] is a gate|up linear (gate rows, then up rows) with
@@ -226,13 +244,41 @@ Status ForRowsPerTile(const DeviceLanes& w, F&& f) {
   }
 }
 
+template <typename Kernel>
+Status LaunchGrid(Kernel kernel, cuda::PersistentFit& fit, const uint16_t* x, const DeviceLanes& w, const uint8_t* sm,
+                  const float* bias, bool accumulate, uint16_t* y, uint32_t* mismatches, GpuStream stream) {
+  return cuda::LaunchPersistent(kernel, (w.num_tiles() + kWarps - 1) / kWarps, kWarps * 32, fit,
+                                reinterpret_cast<cudaStream_t>(stream), "FixedLanesKernel", x, w, sm, bias, accumulate,
+                                y, mismatches);
+}
+
+// The 1-token, 1-row instance has 80 registers (3 blocks of 8 warps an SM); capped at 64 (4 blocks,
+// ptxas spills 32 bytes) it runs where that takes the tiles in fewer rounds of one tile a warp:
+// o_proj and down_proj of the 8B shape (4,096 tiles) took two rounds of 3,168 warps, the second 29%
+// full, and take one of 4,224. Measured on the H100 against the uncapped kernel alone
+// (bench/results/df11_gemv_h100_gemv_capped_ab.log, ab_h100_gemv_capped.log, two runs each,
+// alternating): down_proj 0.0405-0.0408 ms against 0.0506-0.0514 (BF16 Gemv 0.043-0.045), o_proj
+// 0.0195-0.0207 against 0.0220-0.0224, the DF11 step at batch 1 6.05-6.11 ms against 6.33-6.44.
+// Not kept (ab_h100_even_grid.log): every persistent lane grid spread evenly over its rounds (396
+// blocks instead of 528 for 6,144 tiles): the decoders no faster, gate|up at 1 token 3% slower.
+constexpr int kMoreBlocks = 4;
+
 template <int kTokens, int kRows>
 Status Launch(const uint16_t* x, const DeviceLanes& w, const uint8_t* sm, const float* bias, bool accumulate,
               uint16_t* y, uint32_t* mismatches, GpuStream stream) {
   static thread_local cuda::PersistentFit fit;  // per kernel instance
-  return cuda::LaunchPersistent(FixedLanesKernel<kTokens, kRows>, (w.num_tiles() + kWarps - 1) / kWarps, kWarps * 32,
-                                fit, reinterpret_cast<cudaStream_t>(stream), "FixedLanesKernel", x, w, sm, bias,
-                                accumulate, y, mismatches);
+  if constexpr (kTokens == 1 && kRows == 1) {
+    static thread_local cuda::PersistentFit more;
+    constexpr auto capped = FixedLanesKernelCapped<1, 1, kMoreBlocks>;
+    DF11_RETURN_IF_ERROR(cuda::FitPersistent(FixedLanesKernel<1, 1>, kWarps * 32, fit, "FixedLanesKernel"));
+    DF11_RETURN_IF_ERROR(cuda::FitPersistent(capped, kWarps * 32, more, "FixedLanesKernelCapped"));
+    const int64_t tiles = w.num_tiles();
+    auto rounds = [&](const cuda::PersistentFit& f) {
+      return (tiles + int64_t{f.max_blocks} * kWarps - 1) / (int64_t{f.max_blocks} * kWarps);
+    };
+    if (rounds(more) < rounds(fit)) return LaunchGrid(capped, more, x, w, sm, bias, accumulate, y, mismatches, stream);
+  }
+  return LaunchGrid(FixedLanesKernel<kTokens, kRows>, fit, x, w, sm, bias, accumulate, y, mismatches, stream);
 }
 
 }  // namespace
