@@ -107,10 +107,10 @@ __device__ __forceinline__ void WalkTile(TileWalk tw, EscapeQueue& q, uint64_t r
   }
 }
 
-// kTokens > 0: y = x · W^T (+ bias) (+ y). kTokens == 0: y = W. kTokens == -1: *mismatches += the
-// 8-element groups of W that differ from y's. kRows = w.rows_per_tile. Entry i of block j is row
-// i % kRows of the tile and column group lane + 32 (kCols j + i / kRows), kCols = 4 / kRows.
-// The body of FixedLanesKernel and FixedLanesKernelCapped.
+// The body of FixedLanesKernel and FixedLanesKernelCapped. kTokens > 0: y = x · W^T (+ bias) (+ y).
+// kTokens == 0: y = W. kTokens == -1: *mismatches += the 8-element groups of W that differ from
+// y's. kRows = w.rows_per_tile. Entry i of block j is row i % kRows of the tile and column group
+// lane + 32 (kCols j + i / kRows), kCols = 4 / kRows.
 template <int kTokens, int kRows>
 __device__ __forceinline__ void FixedLanes(const uint16_t* __restrict__ x, const DeviceLanes& w,
                                            const uint8_t* __restrict__ sm, const float* __restrict__ bias,
