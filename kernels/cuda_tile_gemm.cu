@@ -2,8 +2,9 @@
 // y[T, N] = x[T, K] · W[N, K]^T for kTileGemmMinTokens <= T <= kTileGemmMaxTokens, W read once.
 //
 // Geometry, from rows_per_tile r (1, 2 or 4; fixed lanes' tiles, df11_lanes_fixed.h): a CTA of
-// kWarps warps owns kTiles = kWarps * kTilesPerWarp tiles of r rows (BM = 16 r rows of W); warp w
-// owns its tiles w * kTilesPerWarp + [0, kTilesPerWarp). K goes in stages of KC = 1024 / r columns
+// kWarps warps (8, or 16 for grids of one-row tiles that fit the GPU at once: WideCtas) owns
+// kTiles = 16 tiles of r rows (BM = 16 r rows of W); warp w owns its tiles w * kTilesPerWarp +
+// [0, kTilesPerWarp), kTilesPerWarp = 16 / kWarps. K goes in stages of KC = 1024 / r columns
 // (one fixed-lanes block of every tile): each warp puts its tiles' part of the stage into shared
 // memory as BF16 (the loader), the CTA syncs, then the warps multiply the stage by x with
 // mma.m16n8k16 (W rows as M, tokens as N, fp32 accumulation), the BF16 loader's next stage
@@ -18,7 +19,7 @@
 // 15.77, BF16 at 64 12.10 against 11.66 (that build also had a PrepareAttention worth ~0.1 ms a
 // step more, cuda_fused.cu).
 //
-// Reduction order, fixed for a given (r, T bucket, K): warp w adds the 32-column groups w % kKSplit,
+// Reduction order, fixed for a given (r, T bucket, K, warps a CTA): warp w adds the 32-column groups w % kKSplit,
 // + kKSplit, ... of every stage in order, each as two mma (columns 8q..8q+3 then 8q+4..8q+7 of the
 // group for quad lane q: the k order inside an mma is the hardware's, the same on every call);
 // the kKSplit warps' fp32 partial sums are then added in warp order, then the bias, then y's old
@@ -39,16 +40,17 @@
 namespace df11 {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kTilesPerWarp = 2;
+constexpr int kCtaTiles = 16;
 
-template <int kR>
+template <int kR, int kW = 8>
 struct Geometry {
-  static constexpr int kTiles = kWarps * kTilesPerWarp;  // per CTA
-  static constexpr int kRows = kTiles * kR;              // BM
-  static constexpr int kCols = 1024 / kR;                // KC: columns per stage
-  static constexpr int kPitch = kCols + 32;              // elements per shared row (64 bytes of skew)
-  static constexpr int kStage = kRows * kPitch;          // elements per stage
+  static constexpr int kWarps = kW;
+  static constexpr int kTilesPerWarp = kCtaTiles / kW;
+  static constexpr int kTiles = kCtaTiles;       // per CTA
+  static constexpr int kRows = kTiles * kR;      // BM
+  static constexpr int kCols = 1024 / kR;        // KC: columns per stage
+  static constexpr int kPitch = kCols + 32;      // elements per shared row (64 bytes of skew)
+  static constexpr int kStage = kRows * kPitch;  // elements per stage
   static constexpr int kMTiles = kRows / 16;
   static constexpr int kGroups = kCols / 32;  // 32-column groups per stage
 };
@@ -58,13 +60,13 @@ struct Geometry {
 // gate tile c kTiles / 2 + w kTilesPerWarp for warps 0 .. kWarps / 2 - 1 and the matching up tile
 // (inter / kR further) for the others: CTA c's shared rows 0 .. BM / 2 - 1 are gate rows
 // c BM / 2 .., rows BM / 2 .. BM - 1 the same rows' up rows.
-template <int kR, bool kGated>
+template <int kR, int kW, bool kGated>
 __device__ __forceinline__ int64_t WarpFirstTile(int64_t cta, int warp, int64_t inter) {
-  constexpr int kTiles = Geometry<kR>::kTiles;
+  constexpr int kTiles = Geometry<kR, kW>::kTiles, kTilesPerWarp = Geometry<kR, kW>::kTilesPerWarp;
   if constexpr (!kGated) {
     return cta * kTiles + warp * kTilesPerWarp;
   } else {
-    constexpr int kHalf = kWarps / 2;
+    constexpr int kHalf = kW / 2;
     const int64_t gate = cta * (kTiles / 2) + (warp % kHalf) * kTilesPerWarp;
     return warp < kHalf ? gate : inter / kR + gate;
   }
@@ -104,10 +106,11 @@ __device__ __forceinline__ void StoreEntry(uint16_t* stage, int local_tile, int 
 // against 8.43-8.50, nor with the next kernel allowed to launch only after the main loop, nor with
 // 512-column stages (bench/results/ab_h100_bf16_row_blocks.log). Those steps run at the H100's
 // 700 W power cap (SM clock ~1.7 GHz), unlike the kernels measured alone.
-template <int kR>
+template <int kR, int kW = 8>
 struct Bf16Loader {
   const uint16_t* w;
   int64_t n, k;
+  static constexpr int kWarps = kW;
   static constexpr bool kAsync = true;
   static constexpr int kStages = 2;
   static constexpr int kMinBlocks = 2;
@@ -126,14 +129,14 @@ struct Bf16Loader {
   template <bool kChecked>
   __device__ __forceinline__ void Issue(const State& st, uint16_t* stage, int64_t s) const {
 #pragma unroll
-    for (int p = 0; p < kTilesPerWarp; ++p) {
+    for (int p = 0; p < Geometry<kR, kW>::kTilesPerWarp; ++p) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int64_t row = st.row0 + p * kR + i % kR;
         const int64_t col = s * Geometry<kR>::kCols + 8 * st.lane + 256 * (i / kR);
         const bool in = row < n && col < k;
-        cuda::CopyAsync16(EntryAddress<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane), in ? w + row * k + col : w,
-                          in ? 16 : 0, st.policy);
+        cuda::CopyAsync16(EntryAddress<kR>(stage, st.warp * Geometry<kR, kW>::kTilesPerWarp + p, i, st.lane),
+                          in ? w + row * k + col : w, in ? 16 : 0, st.policy);
       }
     }
   }
@@ -141,8 +144,8 @@ struct Bf16Loader {
 
 // W as fixed lanes (w.code == kFixed3, w.rows_per_tile == kR); sign_mantissa as Df11Gemv's. The
 // decoding is fixed_lanes::TileDecoder's (df11_tile_decoder.cuh), shared with the Hopper linear.
-template <int kR>
-struct Df11Loader : fixed_lanes::TileDecoder<kR, kTilesPerWarp, Geometry<kR>::kTiles> {
+template <int kR, int kW = 8>
+struct Df11Loader : fixed_lanes::TileDecoder<kR, Geometry<kR, kW>::kTilesPerWarp, kCtaTiles> {
   // A stage loads just before it decodes, into one stage buffer (two barriers a stage): registers
   // and shared memory for more warps per SM instead, 3 CTAs per SM (80 registers) at every token
   // count. Measured on the H100 (the linears of an 8B decode step at 8 tokens, before the
@@ -156,9 +159,10 @@ struct Df11Loader : fixed_lanes::TileDecoder<kR, kTilesPerWarp, Geometry<kR>::kT
   // stage copied into shared memory (cp.async, issued before the stage decodes; the fragments then
   // read there) with 4 rows per tile from 17 tokens was slower too: the step's DF11 linears
   // 12.42-12.50 ms at 64 tokens against 11.91-12.03 (bench/results/df11_gemv_h100_df11_staged_x.log).
+  static constexpr int kWarps = kW;
   static constexpr bool kAsync = false;
   static constexpr int kStages = 1;
-  static constexpr int kMinBlocks = 3;
+  static constexpr int kMinBlocks = kW == 16 ? 2 : 3;  // 64 or 80 registers
   // A CTA whose tiles are all full and whose stages are all whole runs without bounds checks.
   static constexpr bool kUncheckedInterior = true;
 
@@ -167,7 +171,7 @@ struct Df11Loader : fixed_lanes::TileDecoder<kR, kTilesPerWarp, Geometry<kR>::kT
   __device__ __forceinline__ void Store(typename Df11Loader::State& st, const typename Df11Loader::Fetched& f,
                                         uint16_t* stage, int64_t s) const {
     this->template Decode<kChecked, kSkipRefills>(st, f, s, [&](int p, int i, const uint4& v) {
-      StoreEntry<kR>(stage, st.warp * kTilesPerWarp + p, i, st.lane, v);
+      StoreEntry<kR>(stage, st.warp * Geometry<kR, kW>::kTilesPerWarp + p, i, st.lane, v);
     });
   }
 };
@@ -205,8 +209,8 @@ constexpr int NtPerWarp() {
 // Shared bytes: the stage buffers, or the kKSplit warps' partial sums if more.
 template <int kR, int kNT, typename Loader>
 constexpr int SharedBytes() {
-  using G = Geometry<kR>;
-  constexpr int split = kWarps / (kNT / NtPerWarp<kR, kNT>());
+  using G = Geometry<kR, Loader::kWarps>;
+  constexpr int split = G::kWarps / (kNT / NtPerWarp<kR, kNT>());
   constexpr int stages = Loader::kStages * G::kStage * 2, sums = split * 8 * kNT * (G::kRows + 4) * 4;
   return stages > sums ? stages : sums;
 }
@@ -225,10 +229,11 @@ constexpr int SharedBytes() {
 // at batch 8 / 32 8.61-8.73 / 12.07-12.23 ms against 8.32, 11.69-11.80 unfused and 8.20-8.23 /
 // 11.45-11.61 late; BF16 at batch 64 12.32-12.34 against 11.46-11.51 unfused, 11.40-11.51 late).
 template <int kR, int kNT, typename Loader, int kBlocks = Loader::kMinBlocks, bool kGated = false>
-__global__ void __launch_bounds__(kWarps * 32, kBlocks)
+__global__ void __launch_bounds__(Loader::kWarps * 32, kBlocks)
     TileGemmKernel(Loader ld, const uint16_t* __restrict__ x, const float* __restrict__ bias, int64_t n, int64_t k,
                    int tokens, bool accumulate, uint16_t* __restrict__ y, Activation act, int64_t inter) {
-  using G = Geometry<kR>;
+  using G = Geometry<kR, Loader::kWarps>;
+  constexpr int kWarps = G::kWarps;
   constexpr int kNtPerWarp = NtPerWarp<kR, kNT>();
   constexpr int kNSplit = kNT / kNtPerWarp;
   constexpr int kKSplit = kWarps / kNSplit;
@@ -239,7 +244,7 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocks)
   if constexpr (!kGated) cuda::AllowDependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int ks = warp % kKSplit, ns = warp / kKSplit;
-  typename Loader::State st = ld.BeginAt(WarpFirstTile<kR, kGated>(blockIdx.x, warp, inter), warp, lane);
+  typename Loader::State st = ld.BeginAt(WarpFirstTile<kR, kWarps, kGated>(blockIdx.x, warp, inter), warp, lane);
   cuda::WaitPrevious();  // x, y (and a BF16 W decoded into a scratch) belong to earlier kernels
   const int64_t stages = (k + G::kCols - 1) / G::kCols;
   float acc[G::kMTiles][kNtPerWarp][4];
@@ -372,7 +377,7 @@ Status LaunchKernel(const Loader& ld, const uint16_t* x, const float* bias, int6
   auto* kernel = TileGemmKernel<kR, kNT, Loader, kBlocks, kGated>;
   DF11_RETURN_IF_ERROR((cuda::AllowSharedBytes<TileGemmKernel<kR, kNT, Loader, kBlocks, kGated>>(kSharedBytes, device,
                                                                                                  "TileGemmKernel")));
-  cuda::LaunchDependentShared(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32), kSharedBytes,
+  cuda::LaunchDependentShared(kernel, dim3(static_cast<unsigned>(ctas)), dim3(Loader::kWarps * 32), kSharedBytes,
                               reinterpret_cast<cudaStream_t>(stream), ld, x, bias, n, k, static_cast<int>(tokens),
                               accumulate, y, gate.act, gate.inter);
   return cuda::CheckLaunch("TileGemmKernel");
@@ -403,7 +408,7 @@ Status LaunchTile(const Loader& ld, const uint16_t* x, const float* bias, int64_
   int device = 0, sms = 0;
   DF11_RETURN_IF_ERROR(cuda::CurrentDeviceSms(&device, &sms));
   const int64_t ctas = (n + G::kRows - 1) / G::kRows;
-  if constexpr (kNT == 8 && Loader::kMinBlocks == 2) {
+  if constexpr (kNT == 8 && Loader::kMinBlocks == 2 && Loader::kWarps == 8) {
     if (ctas > 2 * int64_t{sms} && ctas <= 3 * int64_t{sms}) {
       return LaunchGatedOrNot<kR, kNT, Loader, 3>(ld, x, bias, n, k, tokens, accumulate, y, gate, ctas, device, stream);
     }
@@ -412,10 +417,32 @@ Status LaunchTile(const Loader& ld, const uint16_t* x, const float* bias, int64_
                                                                device, stream);
 }
 
-template <template <int> class Loader, typename Make>
+// Whether a linear of n rows at one row per tile runs CTAs of 16 warps of one tile (64 registers,
+// 2 CTAs an SM; both loaders) instead of 8 warps of two: where its grid then fits the GPU at once
+// (o_proj and down_proj of the 8B shape: 256 CTAs on 132 SMs), so each SM runs up to 32 warps
+// where 8 warps of two tiles left it 16 (the DF11 loader needs warps: docs/df11-lanes.md). Measured
+// on the H100 (bench/results/df11_gemv_h100_wide_ctas_ab.log, visit 2, two runs each against 8 warps
+// everywhere): DF11 down_proj 0.0442-0.0447 / 0.0456-0.0458 / 0.0481-0.0483 / 0.0631 /
+// 0.0794-0.0801 ms at 3 / 8 / 16 / 32 / 64 tokens against 0.0520-0.0529 / 0.0529-0.0536 /
+// 0.0569-0.0575 / 0.0700-0.0708 / 0.0874-0.0880, o_proj 0.0197-0.0318 against 0.0231-0.0353, BF16
+// within 3%; a step's DF11 linears 6.46-6.50 / 6.56-6.59 / 7.00 / 8.77-8.80 / 10.81-10.82 ms against
+// 6.85-6.94 / 7.03-7.07 / 7.47-7.53 / 9.13-9.19 / 11.20-11.30, BF16 unchanged. Every 1-row grid at
+// 16 warps lost on q|k|v (384 CTAs, which 2 CTAs an SM take in 1.5 rounds): DF11 0.0319-0.0334 ms at
+// 3 tokens against 0.0276-0.0277 (visit 1), so it keeps 8 warps. The choice depends on the shape
+// and the GPU only, so a DF11 matrix and its BF16 twin take the same; a gated linear takes the CTAs
+// of the plain one of its n = 2 inter rows (gate warps the first half, up warps the second), so that
+// the plain linear followed by the activation keeps the gated kernel's sums.
+StatusOr<bool> WideCtas(int rows_per_tile, int64_t n) {
+  if (rows_per_tile != 1) return false;
+  int device = 0, sms = 0;
+  DF11_RETURN_IF_ERROR(cuda::CurrentDeviceSms(&device, &sms));
+  return (n + kCtaTiles - 1) / kCtaTiles <= 2 * int64_t{sms};
+}
+
+template <template <int, int> class Loader, typename Make>
 Status Dispatch(int rows_per_tile, int64_t tokens, Make make, const uint16_t* x, const float* bias, int64_t n,
                 int64_t k, bool accumulate, uint16_t* y, Gate gate, GpuStream stream) {
-  auto by_tokens = [&]<int kR>(const Loader<kR>& ld) {
+  auto by_tokens = [&]<int kR, int kW>(const Loader<kR, kW>& ld) {
     if (tokens <= 8) return LaunchTile<kR, 1>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
     if (tokens <= 16) return LaunchTile<kR, 2>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
     if (tokens <= 32) return LaunchTile<kR, 4>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
@@ -423,11 +450,14 @@ Status Dispatch(int rows_per_tile, int64_t tokens, Make make, const uint16_t* x,
   };
   switch (rows_per_tile) {
     case 4:
-      return by_tokens(make.template operator()<4>());
+      return by_tokens(make.template operator()<4, 8>());
     case 2:
-      return by_tokens(make.template operator()<2>());
-    default:
-      return by_tokens(make.template operator()<1>());
+      return by_tokens(make.template operator()<2, 8>());
+    default: {
+      DF11_ASSIGN_OR_RETURN(const bool wide, WideCtas(rows_per_tile, n));
+      if (wide) return by_tokens(make.template operator()<1, 16>());
+      return by_tokens(make.template operator()<1, 8>());
+    }
   }
 }
 
@@ -458,8 +488,8 @@ Status TileGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t
   const int r = rows_per_tile != 0 ? rows_per_tile : FixedRowsPerTile(n, k);
   return Dispatch<Bf16Loader>(
       r, tokens,
-      [&]<int kR>() {
-        return Bf16Loader<kR>{w, n, k};
+      [&]<int kR, int kW>() {
+        return Bf16Loader<kR, kW>{w, n, k};
       },
       x, bias, n, k, accumulate, y, Gate{}, stream);
 }
@@ -486,8 +516,8 @@ Status TileGemmGated(Activation act, const uint16_t* x, const uint16_t* w, const
   const int r = rows_per_tile != 0 ? rows_per_tile : FixedRowsPerTile(2 * inter, k);
   return Dispatch<Bf16Loader>(
       r, tokens,
-      [&]<int kR>() {
-        return Bf16Loader<kR>{w, 2 * inter, k};
+      [&]<int kR, int kW>() {
+        return Bf16Loader<kR, kW>{w, 2 * inter, k};
       },
       x, bias, 2 * inter, k, false, out, Gate{act, inter}, stream);
 }
@@ -499,8 +529,8 @@ Status LaunchFixedTileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_
                            int64_t inter) {
   return Dispatch<Df11Loader>(
       w.rows_per_tile, tokens,
-      [&]<int kR>() {
-        return Df11Loader<kR>{{w, sm}};
+      [&]<int kR, int kW>() {
+        return Df11Loader<kR, kW>{{w, sm}};
       },
       x, bias, w.rows, w.cols, accumulate, y, Gate{act, inter}, stream);
 }

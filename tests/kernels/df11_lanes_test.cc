@@ -352,9 +352,10 @@ using LinearFn = std::function<Status(const DeviceMatrix& m, int tiles, const ui
 // Expects fused == twin, bit for bit, on the seed architectures' linear shapes (scaled down in rows
 // where that keeps every kind of tile: rows >= 8192 take 4 rows per tile, fewer 1; a short last
 // tile; 6000 rows: 375 CTAs of 16 rows, a grid the BF16 TileGemm runs at 3 CTAs per SM at 64 tokens
-// on 132-SM GPUs; 8195 rows: one-row tiles that the 1-token fixed-lanes GEMV takes in fewer rounds
-// with its capped blocks there), for every token count, lane variant from first_variant on, and plain, bias,
-// accumulate.
+// on 132-SM GPUs, and at one row per tile with 8 warps a CTA where smaller grids take 16
+// (WideCtas); 8195 rows: one-row tiles that the 1-token fixed-lanes GEMV takes in fewer rounds with
+// its capped blocks there), for every token count, lane variant from first_variant on, and plain,
+// bias, accumulate.
 // weights(n, seed): W's words (default N(0, 0.02)).
 using WeightsFn = std::function<std::vector<uint16_t>(int64_t n, uint32_t seed)>;
 void ExpectFusedIsTwin(
