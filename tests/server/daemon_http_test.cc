@@ -4,6 +4,7 @@
 // clients cannot stall /metrics.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/server/daemon_test_util.h"
@@ -264,9 +265,24 @@ TEST_F(DaemonHttpTest, SlowClientsDoNotStallMetrics) {
   }
 }
 
+// The tiny model with a context of 32,768 positions instead of its preset's 2,048, which it ran in
+// about a second: long enough that a held request outlasts a test (with 2,048, a fast run finished
+// the first held request before the second was seen waiting).
+void LengthenContext(const std::string& model_dir) {
+  const std::string path = model_dir + "/config.json";
+  Json config;
+  {
+    std::ifstream in(path);
+    config = Json::parse(in);
+  }
+  config["max_position_embeddings"] = 32768;
+  std::ofstream(path) << config.dump();
+}
+
 TEST(DaemonHttp, ApiKeysQueueFullAndDraining) {
   ScopedTempDir tmp("srvhttp2");
   ASSERT_TRUE(WriteTinyModel(tmp.path() + "/m").ok());
+  LengthenContext(tmp.path() + "/m");
   const int http_port = FreePort();
   std::vector<std::string> flags = HttpFlags(tmp.path() + "/m", http_port, FreePort(), /*max_seqs=*/1);
   flags.insert(flags.end(), {"--api-key", "k1", "--max-waiting", "1"});
@@ -280,8 +296,8 @@ TEST(DaemonHttp, ApiKeysQueueFullAndDraining) {
   EXPECT_EQ(Json::parse(unauth.body)["error"]["code"], "invalid_api_key");
   EXPECT_EQ(Http(http_port, "POST", "/v1/completions", CompletionBody("x", 2, false), auth).status, 200);
 
-  // One running, one waiting: the third is refused with 429 and Retry-After. (The tiny model
-  // runs its 2048 positions in about a second, so each state is awaited before the next request.)
+  // One running, one waiting: the third is refused with 429 and Retry-After (each state awaited
+  // before the next request; the held requests run until the test closes them).
   auto stub = pb::Generation::NewStub(daemon.Channel());
   auto wait_for = [&](int64_t running, int64_t waiting) {
     for (int i = 0; i < 1000; ++i) {
