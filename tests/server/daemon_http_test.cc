@@ -219,6 +219,7 @@ TEST_F(DaemonHttpTest, TwoHundredConcurrentStreamsEqualTheirSoloRuns) {
   std::vector<std::string> texts(kStreams);
   std::vector<std::string> ids(kStreams);
   std::vector<std::thread> threads;
+  threads.reserve(kStreams);
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < kStreams; ++i) {
     threads.emplace_back([&, i] {
