@@ -129,13 +129,14 @@ struct Bf16Loader {
   template <bool kChecked>
   __device__ __forceinline__ void Issue(const State& st, uint16_t* stage, int64_t s) const {
 #pragma unroll
-    for (int p = 0; p < Geometry<kR, kW>::kTilesPerWarp; ++p) {
+    using G = Geometry<kR, kW>;
+    for (int p = 0; p < G::kTilesPerWarp; ++p) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int64_t row = st.row0 + p * kR + i % kR;
-        const int64_t col = s * Geometry<kR>::kCols + 8 * st.lane + 256 * (i / kR);
+        const int64_t col = s * G::kCols + 8 * st.lane + 256 * (i / kR);
         const bool in = row < n && col < k;
-        cuda::CopyAsync16(EntryAddress<kR>(stage, st.warp * Geometry<kR, kW>::kTilesPerWarp + p, i, st.lane),
+        cuda::CopyAsync16(EntryAddress<kR>(stage, st.warp * G::kTilesPerWarp + p, i, st.lane),
                           in ? w + row * k + col : w, in ? 16 : 0, st.policy);
       }
     }

@@ -244,12 +244,14 @@ Status ForRowsPerTile(const DeviceLanes& w, F&& f) {
   }
 }
 
+// `what` names the kernel in errors.
 template <typename Kernel>
-Status LaunchGrid(Kernel kernel, cuda::PersistentFit& fit, const uint16_t* x, const DeviceLanes& w, const uint8_t* sm,
-                  const float* bias, bool accumulate, uint16_t* y, uint32_t* mismatches, GpuStream stream) {
+Status LaunchGrid(Kernel kernel, const char* what, cuda::PersistentFit& fit, const uint16_t* x, const DeviceLanes& w,
+                  const uint8_t* sm, const float* bias, bool accumulate, uint16_t* y, uint32_t* mismatches,
+                  GpuStream stream) {
   return cuda::LaunchPersistent(kernel, (w.num_tiles() + kWarps - 1) / kWarps, kWarps * 32, fit,
-                                reinterpret_cast<cudaStream_t>(stream), "FixedLanesKernel", x, w, sm, bias, accumulate,
-                                y, mismatches);
+                                reinterpret_cast<cudaStream_t>(stream), what, x, w, sm, bias, accumulate, y,
+                                mismatches);
 }
 
 // The 1-token, 1-row instance has 80 registers (3 blocks of 8 warps an SM); capped at 64 (4 blocks,
@@ -276,9 +278,12 @@ Status Launch(const uint16_t* x, const DeviceLanes& w, const uint8_t* sm, const 
     auto rounds = [&](const cuda::PersistentFit& f) {
       return (tiles + int64_t{f.max_blocks} * kWarps - 1) / (int64_t{f.max_blocks} * kWarps);
     };
-    if (rounds(more) < rounds(fit)) return LaunchGrid(capped, more, x, w, sm, bias, accumulate, y, mismatches, stream);
+    if (rounds(more) < rounds(fit)) {
+      return LaunchGrid(capped, "FixedLanesKernelCapped", more, x, w, sm, bias, accumulate, y, mismatches, stream);
+    }
   }
-  return LaunchGrid(FixedLanesKernel<kTokens, kRows>, fit, x, w, sm, bias, accumulate, y, mismatches, stream);
+  return LaunchGrid(FixedLanesKernel<kTokens, kRows>, "FixedLanesKernel", fit, x, w, sm, bias, accumulate, y,
+                    mismatches, stream);
 }
 
 }  // namespace
