@@ -29,13 +29,13 @@
 namespace df11 {
 namespace {
 
-#define CB(call)                                                                              \
-  do {                                                                                        \
-    const cublasStatus_t st_ = (call);                                                        \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                       \
+#define CB(call)                                                                            \
+  do {                                                                                      \
+    const cublasStatus_t st_ = (call);                                                      \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                     \
       std::fprintf(stderr, "gemm_algo_bench: %s: %s\n", #call, cublasGetStatusString(st_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
+      std::exit(1);                                                                         \
+    }                                                                                       \
   } while (0)
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
@@ -124,8 +124,8 @@ int Main(int argc, char** argv) {
       const float alpha = 1.0f, beta = 0.0f;
       const int n = static_cast<int>(s.n), k = static_cast<int>(s.k), tt = static_cast<int>(t);
       auto run_default = [&](uint16_t* out) {
-        CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, tt, k, &alpha, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta,
-                        out, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, tt, k, &alpha, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta, out,
+                        CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       };
       run_default(y_ref);
       CK(cudaDeviceSynchronize());
@@ -178,8 +178,8 @@ int Main(int argc, char** argv) {
                     AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
                     AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), ms, ms / ms_default,
                     same ? "same" : "differ");
-        json += std::string(first_json ? "" : ", ") + "{\"linear\": \"" + s.name + "\", \"tokens\": " +
-                std::to_string(t) + ", \"candidate\": " + std::to_string(i) +
+        json += std::string(first_json ? "" : ", ") + "{\"linear\": \"" + s.name +
+                "\", \"tokens\": " + std::to_string(t) + ", \"candidate\": " + std::to_string(i) +
                 ", \"algo_id\": " + std::to_string(AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_ID)) +
                 ", \"ms\": " + std::to_string(ms) + ", \"default_ms\": " + std::to_string(ms_default) +
                 ", \"same_bits\": " + (same ? "true" : "false") + "}";
@@ -201,7 +201,8 @@ int Main(int argc, char** argv) {
         for (LinearState& st : states) {
           if (!tuned || st.best_is_default) {
             CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, st.n, tt, st.k, &alpha, st.w, CUDA_R_16BF, st.k, st.x,
-                            CUDA_R_16BF, st.k, &beta, st.y, CUDA_R_16BF, st.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                            CUDA_R_16BF, st.k, &beta, st.y, CUDA_R_16BF, st.n, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
           } else {
             CB(cublasLtMatmul(lt, st.op, &alpha, st.w, st.la, st.x, st.lb, &beta, st.y, st.lc, st.y, st.lc, &st.best,
                               workspace, kWorkspaceBytes, nullptr));
@@ -225,9 +226,10 @@ int Main(int argc, char** argv) {
     }
     for (auto& v : sustained) std::sort(v.begin(), v.end());
     const double sd = sustained[0][sustained[0].size() / 2], sb = sustained[1][sustained[1].size() / 2];
-    std::printf("\nT=%lld sustained (36 layers' linears back to back, median of 5, alternating): default %.3f ms, "
-                "best per linear %.3f ms (%.3fx)\n",
-                static_cast<long long>(t), sd, sb, sb / sd);
+    std::printf(
+        "\nT=%lld sustained (36 layers' linears back to back, median of 5, alternating): default %.3f ms, "
+        "best per linear %.3f ms (%.3fx)\n",
+        static_cast<long long>(t), sd, sb, sb / sd);
     json += std::string(first_json ? "" : ", ") + "{\"tokens\": " + std::to_string(t) +
             ", \"sustained_default_ms\": " + std::to_string(sd) + ", \"sustained_best_ms\": " + std::to_string(sb) +
             "}";
@@ -243,9 +245,10 @@ int Main(int argc, char** argv) {
       CK(cudaFree(st.x));
       CK(cudaFree(st.y));
     }
-    std::printf("\nT=%lld: 36 layers' linears, default %.3f ms (%.0f TFLOP/s), best per linear %.3f ms (%.0f TFLOP/s)\n",
-                static_cast<long long>(t), sum_default, flops / (sum_default * 1e-3) / 1e12, sum_best,
-                flops / (sum_best * 1e-3) / 1e12);
+    std::printf(
+        "\nT=%lld: 36 layers' linears, default %.3f ms (%.0f TFLOP/s), best per linear %.3f ms (%.0f TFLOP/s)\n",
+        static_cast<long long>(t), sum_default, flops / (sum_default * 1e-3) / 1e12, sum_best,
+        flops / (sum_best * 1e-3) / 1e12);
   }
   json += "]}\n";
   if (!json_path.empty()) std::ofstream(json_path) << json;
