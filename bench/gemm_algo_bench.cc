@@ -40,28 +40,6 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
-template <typename F>
-double TimeMs(F fn) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) fn();
-  std::vector<double> ms;
-  for (int i = 0; i < 20; ++i) {
-    CK(cudaEventRecord(a));
-    fn();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
 int AlgoAttr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
   int v = -1;
   size_t written = 0;
@@ -129,7 +107,8 @@ int Main(int argc, char** argv) {
       };
       run_default(y_ref);
       CK(cudaDeviceSynchronize());
-      const double ms_default = TimeMs([&] { run_default(y); });
+      const double ms_default = MedianMs(
+          1, [&](int) { run_default(y); }, 20);
       std::vector<uint16_t> ref(static_cast<size_t>(t * s.n)), got(ref.size());
       CK(cudaMemcpy(ref.data(), y_ref, ref.size() * 2, cudaMemcpyDeviceToHost));
       // cublasLt with the same operands.
@@ -167,7 +146,8 @@ int Main(int argc, char** argv) {
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(got.data(), y, got.size() * 2, cudaMemcpyDeviceToHost));
         const bool same = std::memcmp(got.data(), ref.data(), got.size() * 2) == 0;
-        const double ms = TimeMs([&] { run(y); });
+        const double ms = MedianMs(
+            1, [&](int) { run(y); }, 20);
         if (ms < best) {
           best = ms;
           st.best = algo;

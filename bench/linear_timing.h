@@ -54,16 +54,16 @@ inline std::vector<uint16_t> WeightPool(std::mt19937& rng, std::normal_distribut
   return pool;
 }
 
-// Median milliseconds of `fn(copy)` over 30 timed calls after 3 warm-ups (CUDA events on the
-// default stream), rotating copies so that the L2 never holds the one being read.
+// Median milliseconds of `fn(copy)` over `calls` timed calls (30 unless given) after 3 warm-ups
+// (CUDA events on the default stream), rotating copies so that the L2 never holds the one being read.
 template <typename F>
-double MedianMs(int copies, F fn) {
+double MedianMs(int copies, F fn, int calls = 30) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
   for (int i = 0; i < 3; ++i) fn(i % copies);
   std::vector<double> ms;
-  for (int i = 0; i < 30; ++i) {
+  for (int i = 0; i < calls; ++i) {
     CK(cudaEventRecord(a));
     fn((i + 3) % copies);
     CK(cudaEventRecord(b));
