@@ -128,8 +128,8 @@ struct Bf16Loader {
   }
   template <bool kChecked>
   __device__ __forceinline__ void Issue(const State& st, uint16_t* stage, int64_t s) const {
-#pragma unroll
     using G = Geometry<kR, kW>;
+#pragma unroll
     for (int p = 0; p < G::kTilesPerWarp; ++p) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
