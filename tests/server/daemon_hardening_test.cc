@@ -35,10 +35,7 @@ int64_t MapCount(pid_t pid) {
 // Copies the tiny model's directory and edits its config.json.
 std::string EditedModel(const std::string& from, const std::string& to, const std::function<void(nlohmann::json&)>& edit) {
   std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
-  nlohmann::json config;
-  std::ifstream(to + "/config.json") >> config;
-  edit(config);
-  std::ofstream(to + "/config.json") << config.dump();
+  EditModelConfig(to, edit);
   return to;
 }
 

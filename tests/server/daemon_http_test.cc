@@ -4,7 +4,6 @@
 // clients cannot stall /metrics.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/server/daemon_test_util.h"
@@ -266,24 +265,13 @@ TEST_F(DaemonHttpTest, SlowClientsDoNotStallMetrics) {
   }
 }
 
-// The tiny model with a context of 32,768 positions instead of its preset's 2,048, which it ran in
-// about a second: long enough that a held request outlasts a test (with 2,048, a fast run finished
-// the first held request before the second was seen waiting).
-void LengthenContext(const std::string& model_dir) {
-  const std::string path = model_dir + "/config.json";
-  Json config;
-  {
-    std::ifstream in(path);
-    config = Json::parse(in);
-  }
-  config["max_position_embeddings"] = 32768;
-  std::ofstream(path) << config.dump();
-}
-
 TEST(DaemonHttp, ApiKeysQueueFullAndDraining) {
   ScopedTempDir tmp("srvhttp2");
   ASSERT_TRUE(WriteTinyModel(tmp.path() + "/m").ok());
-  LengthenContext(tmp.path() + "/m");
+  // A context of 32,768 positions instead of the preset's 2,048, which the tiny model ran in about a
+  // second: long enough that a held request outlasts the test (with 2,048, a fast run finished the
+  // first held request before the second was seen waiting).
+  EditModelConfig(tmp.path() + "/m", [](Json& c) { c["max_position_embeddings"] = 32768; });
   const int http_port = FreePort();
   std::vector<std::string> flags = HttpFlags(tmp.path() + "/m", http_port, FreePort(), /*max_seqs=*/1);
   flags.insert(flags.end(), {"--api-key", "k1", "--max-waiting", "1"});

@@ -3,7 +3,8 @@
 //   - FreePort(): a TCP port no other process will take before the daemon binds it (see there);
 //   - Daemon: fork/exec df11d with flags, stderr to a log file (printed by LogText()), Signal/Wait;
 //   - WaitHealthy / Health: grpc.health.v1 Check;
-//   - Collect(): run one Generate stream to the end (text, token ids, last message, status).
+//   - Collect(): run one Generate stream to the end (text, token ids, last message, status);
+//   - EditModelConfig(): rewrite a model directory's config.json through an edit.
 // Usage:
 //   df11::ScopedTempDir tmp("srv"); WriteTinyModel(tmp.path() + "/m");
 //   Daemon d({"--model", "tiny=" + tmp.path() + "/m"}, tmp.path());
@@ -25,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <fstream>
@@ -34,10 +36,20 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "proto/df11.grpc.pb.h"
 #include "tests/scheduler/engine_test_util.h"
 
 namespace df11::test {
+
+// Applies `edit` to dir/config.json and writes it back (a test model with one field changed).
+inline void EditModelConfig(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json config;
+  std::ifstream(dir + "/config.json") >> config;
+  edit(config);
+  std::ofstream(dir + "/config.json") << config.dump();
+}
 
 namespace pb = ::df11::v1;
 
