@@ -635,7 +635,7 @@ int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads, int64_t hea
 // Measured and not kept (bench/results/ab_h100_prepare_attend_{pdl,plain,early}.log, H100): decode
 // blocks that prepare their own rows (qk-norm and rope of their q heads into shared memory, the
 // last split's block storing the new key and value before its copies), one launch instead of
-// PrepareAttention's and this one. Alone 2-3 us a layer faster at batch 1-8, but the graph step
+// PrepareAttention's and this one. Alone up to 2-4 us a layer faster at batch 1-8, but the graph step
 // gained nothing at batch 1-8 and lost 0.1-0.3 ms at 64-128 (the prologue on every block's path),
 // launched plainly or as a dependent of the q|k|v linear, with or without the first tile's copies
 // issued before the prologue.
