@@ -61,6 +61,21 @@ struct LinearState {
   bool best_is_default = true;
 };
 
+// out [t, n] = x [t, k] · W [n, k]^T through cublasGemmEx's default algorithm, as GemmHandle runs it.
+void DefaultGemm(cublasHandle_t h, const LinearState& st, int t, uint16_t* out) {
+  const float alpha = 1.0f, beta = 0.0f;
+  CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, st.n, t, st.k, &alpha, st.w, CUDA_R_16BF, st.k, st.x, CUDA_R_16BF, st.k,
+                  &beta, out, CUDA_R_16BF, st.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// The same product through cublasLt with `algo` (st's descriptors).
+void LtGemm(cublasLtHandle_t lt, const LinearState& st, const cublasLtMatmulAlgo_t& algo, void* workspace,
+            uint16_t* out) {
+  const float alpha = 1.0f, beta = 0.0f;
+  CB(cublasLtMatmul(lt, st.op, &alpha, st.w, st.la, st.x, st.lb, &beta, out, st.lc, out, st.lc, &algo, workspace,
+                    kWorkspaceBytes, nullptr));
+}
+
 int Main(int argc, char** argv) {
   const std::string json_path = JsonPathArg(argc, argv);
   std::vector<int64_t> token_counts = {512, 2048, 4096};
@@ -99,12 +114,10 @@ int Main(int argc, char** argv) {
       CK(cudaMalloc(&y_ref, static_cast<size_t>(max_t * s.n) * 2));
       CK(cudaMemcpy(w, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
       CK(cudaMemcpy(x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
-      const float alpha = 1.0f, beta = 0.0f;
       const int n = static_cast<int>(s.n), k = static_cast<int>(s.k), tt = static_cast<int>(t);
-      auto run_default = [&](uint16_t* out) {
-        CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, tt, k, &alpha, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta, out,
-                        CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-      };
+      LinearState& st = states[static_cast<size_t>(li)];
+      st.w = w, st.x = x, st.y = y, st.n = n, st.k = k;
+      auto run_default = [&](uint16_t* out) { DefaultGemm(h, st, tt, out); };
       run_default(y_ref);
       CK(cudaDeviceSynchronize());
       const double ms_default = MedianMs(
@@ -112,35 +125,30 @@ int Main(int argc, char** argv) {
       std::vector<uint16_t> ref(static_cast<size_t>(t * s.n)), got(ref.size());
       CK(cudaMemcpy(ref.data(), y_ref, ref.size() * 2, cudaMemcpyDeviceToHost));
       // cublasLt with the same operands.
-      cublasLtMatmulDesc_t op = nullptr;
-      cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
       cublasLtMatmulPreference_t pref = nullptr;
       const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-      CB(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-      CB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-      CB(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, k, n, k));
-      CB(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, tt, k));
-      CB(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, n, tt, n));
+      CB(cublasLtMatmulDescCreate(&st.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      CB(cublasLtMatmulDescSetAttribute(st.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+      CB(cublasLtMatmulDescSetAttribute(st.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+      CB(cublasLtMatrixLayoutCreate(&st.la, CUDA_R_16BF, k, n, k));
+      CB(cublasLtMatrixLayoutCreate(&st.lb, CUDA_R_16BF, k, tt, k));
+      CB(cublasLtMatrixLayoutCreate(&st.lc, CUDA_R_16BF, n, tt, n));
       CB(cublasLtMatmulPreferenceCreate(&pref));
       const uint64_t ws = kWorkspaceBytes;
       CB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
       std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(max_algos));
       int found = 0;
-      CB(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, max_algos, results.data(), &found));
+      CB(cublasLtMatmulAlgoGetHeuristic(lt, st.op, st.la, st.lb, st.lc, st.lc, pref, max_algos, results.data(),
+                                        &found));
       std::printf("\n%s T=%lld (n %lld, k %lld): default %.4f ms (%.0f TFLOP/s); %d cublasLt candidates\n", s.name,
                   static_cast<long long>(t), static_cast<long long>(s.n), static_cast<long long>(s.k), ms_default,
                   2.0 * t * s.n * s.k / (ms_default * 1e-3) / 1e12, found);
       std::printf("  %3s %5s %5s %6s %6s %6s %6s %9s %7s %s\n", "#", "algo", "tile", "stages", "splitK", "swizzl",
                   "cta", "ms", "/dflt", "bits");
       double best = ms_default;
-      LinearState& st = states[static_cast<size_t>(li)];
       for (int i = 0; i < found; ++i) {
         const cublasLtMatmulAlgo_t& algo = results[static_cast<size_t>(i)].algo;
-        auto run = [&](uint16_t* out) {
-          CB(cublasLtMatmul(lt, op, &alpha, w, la, x, lb, &beta, out, lc, out, lc, &algo, workspace, kWorkspaceBytes,
-                            nullptr));
-        };
+        auto run = [&](uint16_t* out) { LtGemm(lt, st, algo, workspace, out); };
         CK(cudaMemset(y, 0, ref.size() * 2));
         run(y);
         CK(cudaDeviceSynchronize());
@@ -170,22 +178,17 @@ int Main(int argc, char** argv) {
       flops += 2.0 * t * s.n * s.k * 36;
       cublasLtMatmulPreferenceDestroy(pref);
       CK(cudaFree(y_ref));
-      st.w = w, st.x = x, st.y = y, st.n = n, st.k = k, st.op = op, st.la = la, st.lb = lb, st.lc = lc;
     }
     // Sustained: the 36 layers' linears in turn as a prefill runs them (the GPU at its power cap),
     // all with the default, then each with its best candidate above; 5 runs each, in turn.
     const int tt = static_cast<int>(t);
     auto layer_loop = [&](bool tuned) {
-      const float alpha = 1.0f, beta = 0.0f;
       for (int layer = 0; layer < 36; ++layer) {
-        for (LinearState& st : states) {
+        for (const LinearState& st : states) {
           if (!tuned || st.best_is_default) {
-            CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, st.n, tt, st.k, &alpha, st.w, CUDA_R_16BF, st.k, st.x,
-                            CUDA_R_16BF, st.k, &beta, st.y, CUDA_R_16BF, st.n, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+            DefaultGemm(h, st, tt, st.y);
           } else {
-            CB(cublasLtMatmul(lt, st.op, &alpha, st.w, st.la, st.x, st.lb, &beta, st.y, st.lc, st.y, st.lc, &st.best,
-                              workspace, kWorkspaceBytes, nullptr));
+            LtGemm(lt, st, st.best, workspace, st.y);
           }
         }
       }
