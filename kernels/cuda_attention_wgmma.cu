@@ -10,30 +10,38 @@
 // joined to each exponent's fused multiply-add, exp2 flushing subnormal results, and the row sums
 // in two chains.
 //
-// Geometry: 2 warpgroups, warpgroup g owns rows 64 g .. 64 g + 63. Shared memory, 128-byte swizzle
-// (cuda_wgmma.cuh), head dims padded with zeros to 128 as two 64-dim blocks:
+// Geometry: 3 warpgroups. Consumer warpgroup g (0, 1) owns rows 64 g .. 64 g + 63; the third
+// copies K and V (warp specialization, its registers given to the consumers by setmaxnreg).
+// Shared memory, 128-byte swizzle (cuda_wgmma.cuh), head dims padded with zeros to 128 as two
+// 64-dim blocks:
 //   Q  [2 dim blocks][128 rows][128 B], K-major: wgmma's A for S = Q K^T;
-//   per stage (2): K [2][128 keys][128 B], K-major: B of S; V in the same layout, which is
+//   per stage (3): K [2][128 keys][128 B], K-major: B of S; V in the same layout, which is
 //   MN-major for O += P V (N = dims contiguous; DescriptorMN, LBO = one dim block).
-// Per key tile: every thread copies its 8 keys' 16-byte chunk of K and V by cp.async, at the cache
-// slots the first warpgroup looked up (one key a thread, two tiles ahead, into shared memory); the
-// next tile copies while this one multiplies; one barrier a tile. Each warpgroup issues
-// 8 wgmma m64n128k16 for S (64 fp32 a thread: rows g and g + 8 of its warp's 16, 32 keys), the
-// softmax in registers as the mma.sync kernel's (quad shuffles for the row max and sum), P packed
-// to bf16 as the A fragments of 8 wgmma m64n128k16 (A in registers) for O (64 fp32 a thread).
+// Per key tile: the copying warpgroup waits for the stage's `empty` mbarrier (every consumer warp
+// done with the tile three before), looks up the tile's cache slots (one key a thread), copies each
+// key's 16-byte chunks of K and V by cp.async and arrives on the stage's `full` mbarrier when its
+// copies land. Each consumer warpgroup loads its own Q rows, then per tile waits for `full` and
+// takes its turn at the tensor cores (FlashAttention-3's ping-pong, two named barriers): a turn
+// issues 8 wgmma m64n128k16 for S of tile t (64 fp32 a thread: rows g and g + 8 of its warp's 16,
+// 32 keys) and 8 wgmma m64n128k16 with P of tile t - 1 in registers for O += P V (64 fp32 a
+// thread), then hands over; tile t's softmax (in registers, as the mma.sync kernel's: quad shuffles
+// for the row max and sum) runs while the other warpgroup's products multiply, then O's rescale
+// and P's bf16 packing once tile t - 1's P V is done, which also releases that tile's stage. O
+// sees the same operations in the same order as in a loop of one tile at a time (the rescale by
+// tile t's factor after tile t - 1's P V, before tile t's).
 //
-// Measured on an H100 (bench/attention_bench, Qwen3-8B layer, causal prefill): 2,048 tokens
-// 0.112 ms a layer (306 TFLOP/s), 4,096 tokens 0.361-0.363 (380 TFLOP/s)
-// (bench/results/ab_h100_prefill_slots.log; the slots in shared memory took 0.122 / 0.400-0.405 there
-// to 0.112 / 0.362: each thread had looked up its 8 keys itself), against the mma.sync kernel's
-// 0.179-0.182 / 0.626-0.639 (ab_h100_wgmma_prefill.log, attention_h100_wgmma_prefill.log).
-// Measured on the way, not kept (attention_h100_wgmma_prefill.log): 64-key tiles 0.130 / 0.437 ms;
-// three stages 3% slower; one warpgroup a block (64 rows, two blocks an SM) 0.179-0.181 /
-// 0.650-0.668; Q·K^T of tile t issued with P·V of t - 1 and t's softmax run while P·V multiplies
-// (FlashAttention-3's intra-warpgroup overlap) no gain. ncu of those earlier builds (same log):
-// 1.4-1.6 instructions issued per SM cycle with 2 warps per scheduler, stalls mostly on dependent
-// arithmetic and the barrier; what would go further is warp specialization (a producer warpgroup
-// filling stages behind mbarriers) and two consumer warpgroups taking turns at the tensor cores.
+// Measured on an H100 (bench/attention_bench, Qwen3-8B layer, causal prefill;
+// bench/results/ab_h100_prefill_pingpong.log, three rounds alternating with the build before):
+// 512 / 2,048 / 4,096 tokens 0.0135-0.0139 / 0.0905-0.0917 / 0.294-0.296 ms a layer (155 / 378 /
+// 465 TFLOP/s) against 0.0170-0.0171 / 0.1116-0.1127 / 0.361-0.364 for the two-warpgroup kernel
+// before it, which copied its tiles itself a tile ahead (one __syncthreads a tile) and ran each
+// warpgroup's S, softmax and P V in turn. Separate `full` barriers for K and V (S of a tile
+// waiting only for its keys) were slower: 0.103 ms at 2,048 tokens. ncu (attention_bench, 2,048
+// tokens, clocks locked at 1.41 GHz; ncu_prefill_attention_h100_pingpong.txt): the tensor pipe
+// 40% busy, 0.4 instructions issued a scheduler-cycle. Earlier, for the two-warpgroup kernel
+// (attention_h100_wgmma_prefill.log, ab_h100_prefill_slots.log): 64-key tiles, three stages and
+// one warpgroup a block (64 rows, two blocks an SM) were slower; FlashAttention-3's
+// intra-warpgroup overlap alone (without warp specialization) gained nothing.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -52,17 +60,26 @@ using wgmma::Swizzled;
 
 constexpr int kDP = 128;  // head dim, padded
 
-constexpr int kThreads = 256;              // two warpgroups
+constexpr int kConsumerThreads = 256;             // two warpgroups multiply
+constexpr int kThreads = kConsumerThreads + 128;  // and one copies K and V
+// Registers a thread of each role asks for (setmaxnreg; 128 x 40 + 256 x 232 <= 64 K).
+constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
 constexpr int kRows = 128;                 // query rows of a block
 constexpr int kQBlockBytes = kRows * 128;  // one dim block of Q: 16 KB
 static_assert(PrefillRows(kDP) == kRows, "the host's tiles hold PrefillRows(128) rows");
 
 constexpr int kKeys = 128;                            // keys per K/V tile
-constexpr int kStages = 2;                            // tile t + 1 copies while t multiplies
+constexpr int kStages = 3;                            // K/V tiles in shared memory at once
 constexpr int kTileBlockBytes = kKeys * 128;          // one dim block of a K or V tile: 16 KB
 constexpr int kStageBytes = 2 * 2 * kTileBlockBytes;  // K, then V
-constexpr int kSharedBytes = 2 * kQBlockBytes + kStages * kStageBytes + 2 * kKeys * 4 + 1024;  // + room to align
-constexpr int kKeysPerThread = kKeys * (kDP / 8) / kThreads;  // K (and V) chunks a thread copies a tile
+// Q, the stages, each stage's cache slots, each stage's two barriers, room to align.
+constexpr int kSharedBytes = 2 * kQBlockBytes + kStages * kStageBytes + kStages * kKeys * 4 + 2 * kStages * 8 + 1024;
+static_assert(kSharedBytes <= 227 * 1024, "one block an SM");
+
+// Named barriers (0 is __syncthreads): 1 + g, warpgroup g's turn at the tensor cores; 3 + g,
+// warpgroup g's Q in shared memory; 5, a tile's cache slots in shared memory for the copying
+// warpgroup.
+constexpr int kTurnBarrier = 1, kQBarrier = 3, kSlotsBarrier = 5;
 
 // Byte offset of 16-byte chunk c (0..15, 8 dims each) of row r in a two-dim-block operand whose
 // blocks are block_bytes apart.
@@ -78,6 +95,43 @@ __device__ __forceinline__ float Exp2(float x) {
   return y;
 }
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// mbarriers in shared memory (one phase per use of a stage) and named barriers.
+__device__ __forceinline__ void BarrierInit(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SharedAddress(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void BarrierArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SharedAddress(bar)) : "memory");
+}
+// Arrives once every cp.async this thread issued so far has landed.
+__device__ __forceinline__ void BarrierArriveOnCopies(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(SharedAddress(bar)) : "memory");
+}
+// Returns once the barrier's phase of this parity has completed.
+__device__ __forceinline__ void BarrierWait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(SharedAddress(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void NamedSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void NamedArrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+template <int kRegisters>
+__device__ __forceinline__ void GrowRegisters() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void ShrinkRegisters() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+#endif
+
 // Grid (tiles, KV heads, group / nh), kThreads threads, kSharedBytes of dynamic shared memory.
 __global__ void __launch_bounds__(kThreads, 1)
     WgmmaPrefillKernel(PagedKvLayer cache, BatchLayout batch, AttentionParams p, int nh, const uint16_t* q,
@@ -87,23 +141,84 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* shared = shared_raw + ((1024 - SharedAddress(shared_raw) % 1024) % 1024);
   uint8_t* q_s = shared;                      // [2][kRows][128 B]
   uint8_t* kv_s = shared + 2 * kQBlockBytes;  // stage s: K at s * kStageBytes, V 2 blocks on
-  int32_t* slot_s = reinterpret_cast<int32_t*>(kv_s + kStages * kStageBytes);  // [2][kKeys] cache slots
+  int32_t* slot_s = reinterpret_cast<int32_t*>(kv_s + kStages * kStageBytes);  // [kStages][kKeys] cache slots
+  uint64_t* full = reinterpret_cast<uint64_t*>(slot_s + kStages * kKeys);      // [kStages]: the tile landed
+  uint64_t* empty = full + kStages;  // [kStages]: every consumer warp is done with the tile
 
-  const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, gr = lane / 4, tc = lane % 4;
+  const int tid = threadIdx.x, lane = tid % 32;
   const int d = static_cast<int>(cache.head_dim);
   // Blocks start in the order of (x, y), read tile-major as the mma.sync kernel's (longest tiles first).
   const int64_t order = blockIdx.x + int64_t{gridDim.x} * blockIdx.y;
   const int64_t tile = order / gridDim.y, kv_head = order % gridDim.y;
   const int64_t t0 = batch.tiles[2 * tile], n_tok = batch.tiles[2 * tile + 1];
+  const int hi = batch.positions[t0 + n_tok - 1];  // positions fit int32 (and < 2^24: Slot)
+  const int lo = p.sliding_window > 0 ? max(0, batch.positions[t0] - static_cast<int>(p.sliding_window) + 1) : 0;
+  const int tiles = hi >= lo ? (hi - lo) / kKeys + 1 : 0;
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      BarrierInit(&full[s], kThreads - kConsumerThreads);
+      BarrierInit(&empty[s], kConsumerThreads / 32);
+    }
+  }
+  __syncthreads();
+  AllowDependents();
+
+  if (tid >= kConsumerThreads) {
+    // The copying warpgroup: tile t into stage t % kStages once every consumer warp released the
+    // tile before it there. Thread i looks up key i's cache slot (j / bs by a float reciprocal,
+    // corrected by one step, exact for j < 2^24; the table read at min(j, hi)), then copies chunk
+    // i % 16 of keys i / 16 + 8 k (zeros past hi and past head_dim).
+    ShrinkRegisters<kProducerRegisters>();
+    const int i_p = tid - kConsumerThreads;
+    const int32_t* table = batch.tables + batch.table_begin[batch.token_seq[t0]];
+    const int bs = static_cast<int>(cache.block_size);
+    const float inv_bs = 1.0f / static_cast<float>(bs);
+    const int chunk = i_p % 16, key_base = i_p / 16;
+    const int64_t slot_row = cache.num_kv_heads * cache.head_dim;
+    const int64_t column = kv_head * d + (chunk * 8 < d ? chunk * 8 : 0);  // this lane's chunk of a slot's row
+    const uint16_t* k_column = cache.k + column;
+    const uint16_t* v_column = cache.v + column;
+    WaitPrevious();  // the new tokens' keys and values come from PrepareAttention
+    for (int t = 0; t < tiles; ++t) {
+      const int stage = t % kStages;
+      if (t >= kStages) BarrierWait(&empty[stage], (t / kStages - 1) & 1);
+      int32_t* slots = slot_s + stage * kKeys;
+      {
+        const int j = lo + t * kKeys + i_p, jj = min(j, hi);
+        int b = __float2int_rz(static_cast<float>(jj) * inv_bs);
+        const int off = jj - b * bs;
+        b += off >= bs ? 1 : off < 0 ? -1 : 0;
+        slots[i_p] = j <= hi ? table[b] * bs + (jj - b * bs) : -1;
+      }
+      NamedSync(kSlotsBarrier, kThreads - kConsumerThreads);
+      uint8_t* k_t = kv_s + stage * kStageBytes;
+      uint8_t* v_t = k_t + 2 * kTileBlockBytes;
+#pragma unroll
+      for (int i = 0; i < kKeys / 8; ++i) {
+        const int key = key_base + 8 * i;
+        const int32_t slot = slots[key];
+        const int bytes = slot >= 0 && chunk * 8 < d ? 16 : 0;  // 0: zeros, and the address is slot 0's
+        const int64_t at = int64_t{max(slot, 0)} * slot_row;
+        const uint32_t off = ChunkOffset(key, chunk, kTileBlockBytes);
+        CopyAsync16(k_t + off, k_column + at, bytes);
+        CopyAsync16(v_t + off, v_column + at, bytes);
+      }
+      // The stage's slots are rewritten only after the consumers released it, so after every
+      // thread's copies of it were issued and landed.
+      BarrierArriveOnCopies(&full[stage]);
+    }
+    CopyAsyncWait<0>();
+    return;
+  }
+
+  // The consumer warpgroups.
+  GrowRegisters<kConsumerRegisters>();
+  const int wg = tid / 128, warp = (tid % 128) / 32, gr = lane / 4, tc = lane % 4;
   const int64_t group = p.num_heads / cache.num_kv_heads;
   const int64_t head0 = kv_head * group + int64_t{blockIdx.z} * nh;
   const int rows = static_cast<int>(n_tok) * nh;
   auto q_row = [&](int r) { return (t0 + r / nh) * p.num_heads + head0 + r % nh; };  // [T * heads] row
-
-  const int32_t* table = batch.tables + batch.table_begin[batch.token_seq[t0]];
-  const int hi = batch.positions[t0 + n_tok - 1];  // positions fit int32 (and < 2^24: Slot)
-  const int lo = p.sliding_window > 0 ? max(0, batch.positions[t0] - static_cast<int>(p.sliding_window) + 1) : 0;
-  const int tiles = hi >= lo ? (hi - lo) / kKeys + 1 : 0;
 
   // This thread's rows (gr and gr + 8 of its warp's 16) and their visible keys [first, last];
   // over the warp's live rows, the keys every row sees: [all_from, all_to].
@@ -121,71 +236,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   all_from = __reduce_max_sync(0xFFFFFFFFu, all_from);
   all_to = min(__reduce_min_sync(0xFFFFFFFFu, all_to), hi);
-  const bool group_live = 64 * wg < rows;  // the warpgroup has rows (uniform across it)
 
-  // Cache slots of a tile's keys in slot_s[buffer] (-1 past hi), one key a thread of the first
-  // warpgroup: j / bs by a float reciprocal, corrected by one step (exact for j < 2^24), with no
-  // branch (the table is read at min(j, hi)). Then every thread copies chunk tid % 16 of keys
-  // tid / 16 + 16 i of a tile.
-  const int bs = static_cast<int>(cache.block_size);
-  const float inv_bs = 1.0f / static_cast<float>(bs);
-  auto fill = [&](int start, int buffer) {
-    if (tid < kKeys) {
-      const int j = start + tid, jj = min(j, hi);
-      int b = __float2int_rz(static_cast<float>(jj) * inv_bs);
-      const int off = jj - b * bs;
-      b += off >= bs ? 1 : off < 0 ? -1 : 0;
-      const int32_t slot = table[b] * bs + (jj - b * bs);
-      slot_s[buffer * kKeys + tid] = j <= hi ? slot : -1;
-    }
-  };
-  const int chunk = tid % 16, key_base = tid / 16;
-  constexpr int kKeyStep = kThreads / 16;
-  const int64_t slot_row = cache.num_kv_heads * cache.head_dim;
-  const int64_t column = kv_head * d + (chunk * 8 < d ? chunk * 8 : 0);  // this thread's chunk of a slot's row
-  const uint16_t* k_column = cache.k + column;
-  const uint16_t* v_column = cache.v + column;
-  auto issue = [&](int t) {  // tile t's copies, its slots in slot_s[t % 2]
-    uint8_t* k_t = kv_s + (t % kStages) * kStageBytes;
-    uint8_t* v_t = k_t + 2 * kTileBlockBytes;
-    const int32_t* slots = slot_s + (t & 1) * kKeys;
-#pragma unroll
-    for (int i = 0; i < kKeysPerThread; ++i) {
-      const int key = key_base + kKeyStep * i;
-      const int32_t slot = slots[key];
-      const int bytes = slot >= 0 && chunk * 8 < d ? 16 : 0;  // 0: zeros, and the address is slot 0's
-      const int64_t at = int64_t{max(slot, 0)} * slot_row;
-      const uint32_t off = ChunkOffset(key, chunk, kTileBlockBytes);
-      CopyAsync16(k_t + off, k_column + at, bytes);
-      CopyAsync16(v_t + off, v_column + at, bytes);
-    }
-  };
-  if (tiles > 0) fill(lo, 0);
-  if (tiles > 1) fill(lo + kKeys, 1);
-  // Everything above reads the batch and the block table only; q and the new tokens' keys and
-  // values come from the previous kernel (PrepareAttention; this launch is its programmatic dependent).
+  // This warpgroup's 64 rows of Q (q comes from PrepareAttention).
   WaitPrevious();
-  AllowDependents();
 #pragma unroll
-  for (int i = 0; i < kRows * (kDP / 8) / kThreads; ++i) {
-    const int idx = tid + kThreads * i, r = idx / 16, c = idx % 16;
+  for (int i = 0; i < 64 * (kDP / 8) / 128; ++i) {
+    const int idx = tid % 128 + 128 * i, r = 64 * wg + idx / 16, c = idx % 16;
     const bool live = r < rows && c * 8 < d;
     CopyAsync16(q_s + ChunkOffset(r, c, kQBlockBytes), live ? q + q_row(r) * d + c * 8 : q, live ? 16 : 0);
   }
-  __syncthreads();          // the first two tiles' slots
-  if (tiles > 0) issue(0);  // one group: Q with tile 0
   CopyAsyncCommit();
-  // Waits for tile t's copies, then the barrier after which every warpgroup is done with tile
-  // t - 1, whose stage tile t + 1 then starts filling (and the slots of tile t, read by its copies,
-  // make way for tile t + 2's).
-  auto arrive = [&](int t) {
-    CopyAsyncWait<0>();
-    wgmma::FenceProxyAsync();  // the copies' writes (Q's too), for wgmma
-    __syncthreads();
-    if (t + 1 < tiles) issue(t + 1);
-    if (t + 2 < tiles) fill(lo + (t + 2) * kKeys, t & 1);
-    CopyAsyncCommit();
-  };
+  CopyAsyncWait<0>();
+  wgmma::FenceProxyAsync();  // the copies' writes, for wgmma
+  NamedSync(kQBarrier + wg, 128);
 
   // Softmax in the log2 domain: without a soft-cap the scores stay q·k and `fold` (scale * log2 e)
   // joins them in each exponent's fused multiply-add; with one, s becomes cap * tanh(q·k * scale /
@@ -288,26 +351,64 @@ __global__ void __launch_bounds__(kThreads, 1)
       a[k][3] = PackBf16(s[8 * k + 6], s[8 * k + 7]);
     }
   };
-  for (int t = 0; t < tiles; ++t) {
-    arrive(t);
-    if (!group_live) continue;
+  // The warpgroups take turns at the tensor cores (FlashAttention-3's ping-pong): a turn issues
+  // S = Q K^T of tile t and O += P V of tile t - 1, then the other warpgroup's turn starts while
+  // this one runs tile t's softmax. tiles + 1 turns each, warpgroup 0 first; warpgroup 1's last
+  // turn hands over to no one, so every arrive meets a sync.
+  auto wait_tile = [&](int t) {
+    BarrierWait(&full[t % kStages], (t / kStages) & 1);
+    wgmma::FenceProxyAsync();  // the copying warp's writes, for wgmma
+  };
+  auto release = [&](int t) {  // after the wgmma reading tile t completed
+    __syncwarp();
+    if (lane == 0) BarrierArrive(&empty[t % kStages]);
+  };
+  auto turn_begin = [&] { NamedSync(kTurnBarrier + wg, kConsumerThreads); };
+  auto turn_end = [&](bool last) {
+    if (wg == 0 || !last) NamedArrive(kTurnBarrier + 1 - wg, kConsumerThreads);
+  };
+  if (tiles > 0) {
+    if (wg == 1) NamedArrive(kTurnBarrier, kConsumerThreads);
+    wait_tile(0);
+    turn_begin();
     wgmma::Fence();
-    issue_scores(t);
+    issue_scores(0);
     wgmma::Commit();
+    turn_end(false);
     wgmma::Wait<0>();
     wgmma::FenceOperands(s);
     float alpha[2];
-    exponents(lo + t * kKeys, alpha);
+    exponents(lo, alpha);
     rescale_and_pack(alpha);
-    wgmma::FenceOperands(o);
-    wgmma::Fence();
-    issue_pv(t);
-    wgmma::Commit();
-    wgmma::Wait<0>();  // the stage is read before a later barrier refills it
-    wgmma::FenceOperands(o);
   }
-  CopyAsyncWait<0>();
-  if (!group_live) return;
+  for (int t = 1; t < tiles; ++t) {
+    wait_tile(t);
+    turn_begin();
+    wgmma::Fence();
+    issue_scores(t);
+    wgmma::Commit();
+    issue_pv(t - 1);
+    wgmma::Commit();
+    turn_end(false);
+    wgmma::Wait<1>();  // S of tile t; P V of tile t - 1 still multiplying
+    wgmma::FenceOperands(s);
+    float alpha[2];
+    exponents(lo + t * kKeys, alpha);
+    wgmma::Wait<0>();
+    wgmma::FenceOperands(o);
+    release(t - 1);
+    rescale_and_pack(alpha);
+  }
+  if (tiles > 0) {
+    turn_begin();
+    wgmma::Fence();
+    issue_pv(tiles - 1);
+    wgmma::Commit();
+    turn_end(true);
+    wgmma::Wait<0>();
+    wgmma::FenceOperands(o);
+    release(tiles - 1);
+  }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {  // the row's sum over its quad (fixed butterfly)
     l[i] += __shfl_xor_sync(0xFFFFFFFFu, l[i], 1);
