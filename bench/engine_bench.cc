@@ -11,6 +11,10 @@
 //          [--max-batched-tokens 2048] [--kv-memory BYTES] [--max-model-bytes BYTES]
 //          [--max-host-model-bytes BYTES] [--resident-bf16] [--json]
 //          [--temperature T] [--top-p P] [--frequency-penalty F]  (seeded: request n uses seed n)
+//          [--warmup-prompt N]
+// Before the levels, per model, df11d's warm-up requests one after another (prompts of
+// kWarmupPromptTokens ids, 2 generated tokens each; with --warmup-prompt N, one prompt of N), so
+// the first use of the step's kernels stays out of the levels.
 // On CUDA without --kv-memory the KV budget is 0.9 x the free memory after the first model's
 // weights; to serve two models pass --max-model-bytes (room kept for all weights) or --kv-memory.
 // Models beyond --max-model-bytes are served from the host (--max-host-model-bytes) or disk tier.
@@ -46,6 +50,7 @@ struct BenchOptions {
   Device device = Device::kCpu;
   std::vector<int> concurrency = {1, 8, 32, 64, 128};
   int prompt = 512, output = 256, requests_per_stream = 1;
+  int warmup_prompt = 0;  // 0: kWarmupPromptTokens
   int64_t max_batched_tokens = 2048, kv_memory = 0, max_model_bytes = 0, max_host_model_bytes = 0;
   bool json = false, resident_bf16 = false;
   float temperature = 0.0f, top_p = 1.0f, frequency_penalty = 0.0f;  // every request's sampling
@@ -57,7 +62,7 @@ struct BenchOptions {
             << "                    [--prompt N] [--output N] [--requests-per-stream N] [--max-batched-tokens N]\n"
             << "                    [--kv-memory BYTES] [--max-model-bytes BYTES] [--max-host-model-bytes BYTES]\n"
             << "                    [--resident-bf16] [--json]\n"
-            << "                    [--temperature T] [--top-p P] [--frequency-penalty F]\n";
+            << "                    [--temperature T] [--top-p P] [--frequency-penalty F] [--warmup-prompt N]\n";
   std::exit(2);
 }
 
@@ -110,6 +115,8 @@ BenchOptions Parse(int argc, char** argv) {
       o.prompt = ParseInt(a, value());
     } else if (a == "--output") {
       o.output = ParseInt(a, value());
+    } else if (a == "--warmup-prompt") {
+      o.warmup_prompt = ParseInt(a, value());
     } else if (a == "--requests-per-stream") {
       o.requests_per_stream = ParseInt(a, value());
     } else if (a == "--max-batched-tokens") {
@@ -316,27 +323,31 @@ int Main(int argc, char** argv) {
     std::cerr << "engine_bench: " << st.ToString() << "\n";
     return 1;
   }
-  // Warm-up: one short request per model, so KV allocation and first-touch costs stay out of the levels.
+  // Warm-up (see the header): prompts with no prefix in common, one request at a time.
+  std::vector<int64_t> warmup_prompts(kWarmupPromptTokens.begin(), kWarmupPromptTokens.end());
+  if (o.warmup_prompt > 0) warmup_prompts = {o.warmup_prompt};
   for (const auto& [name, dir] : o.models) {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    GenerateRequest r;
-    r.model = name;
-    r.prompt_tokens = {1, 2, 3, 4};
-    r.max_tokens = 2;
-    auto id = (*engine)->Submit(r, [&](RequestEvent&& e) {
-      if (!e.finished) return;
-      std::lock_guard lock(mu);
-      done = true;
-      cv.notify_all();
-    });
-    if (!id.ok()) {
-      std::cerr << "engine_bench: warm-up on " << name << ": " << id.status().ToString() << "\n";
-      return 1;
+    for (size_t w = 0; w < warmup_prompts.size(); ++w) {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      GenerateRequest r;
+      r.model = name;
+      for (int64_t i = 0; i < warmup_prompts[w]; ++i) r.prompt_tokens.push_back(static_cast<int32_t>(1 + w + i % 1000));
+      r.max_tokens = 2;
+      auto id = (*engine)->Submit(r, [&](RequestEvent&& e) {
+        if (!e.finished) return;
+        std::lock_guard lock(mu);
+        done = true;
+        cv.notify_all();
+      });
+      if (!id.ok()) {
+        std::cerr << "engine_bench: warm-up on " << name << ": " << id.status().ToString() << "\n";
+        return 1;
+      }
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return done; });
     }
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return done; });
   }
   out["device"] = DeviceName(o.device);
   if (o.device == Device::kCuda) out["gpu"] = GpuName();  // the result names its GPU

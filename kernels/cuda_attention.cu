@@ -117,12 +117,18 @@ __device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint3
 }
 
 // Cache slots of keys [start, start + kTileKeys) into slots (-1 past hi); threads 0..kTileKeys-1.
+// j / bs by a float reciprocal corrected by one step (exact for j < 2^24; positions are), the table
+// read at min(j, hi): a few instructions where an integer division took ~20 (ncu, decode at batch 64).
 __device__ __forceinline__ void FillSlots(const PagedKvLayer& cache, const int32_t* table, int64_t start, int64_t hi,
                                           int32_t* slots) {
   if (threadIdx.x < kTileKeys) {
-    const int64_t j = start + threadIdx.x;
-    const int bs = static_cast<int>(cache.block_size), jj = static_cast<int>(j);  // positions fit int32
-    slots[threadIdx.x] = j <= hi ? table[jj / bs] * bs + jj % bs : -1;
+    const int bs = static_cast<int>(cache.block_size);
+    const int j = static_cast<int>(start) + static_cast<int>(threadIdx.x), jj = min(j, static_cast<int>(hi));
+    int b = __float2int_rz(static_cast<float>(jj) * (1.0f / static_cast<float>(bs)));
+    const int off = jj - b * bs;
+    b += off >= bs ? 1 : off < 0 ? -1 : 0;
+    const int32_t slot = table[b] * bs + (jj - b * bs);
+    slots[threadIdx.x] = j <= hi ? slot : -1;
   }
 }
 
@@ -142,23 +148,33 @@ __device__ __forceinline__ void LoadMatrices(uint32_t (&r)[4], const uint16_t* r
 }
 
 // Starts copying the keys and values of `slots` (one tile) into k_dst and v_dst [kTileKeys][ld]:
-// zeros for slots of -1 and past head_dim. A key's K and V rows sit at the same offset of their
-// pools, computed once for both.
+// zeros for slots of -1 and past head_dim. Thread t copies chunk t % (DP / 8) of keys t / (DP / 8) +
+// step i; a key's K and V rows sit at the same offset of their pools, one 32 x 32 -> 64-bit multiply
+// for both. Written with the chunk, the pool columns and the shared offsets out of the loop, where
+// the copies had taken 33% of the decode kernel's instructions at batch 64, ~37 a chunk of K and V
+// (ncu_decode_attention_h100_b64_sass.csv.xz); with that and FillSlots's reciprocal, decode at batch
+// 32 / 64 / 128 over 512 keys 0.0387-0.0389 / 0.0624-0.0626 / 0.1074 ms a layer against 0.0399 /
+// 0.0645 / 0.1093-0.1095 (H100, bench/results/ab_h100_attention_copies.log): the kernel waits on
+// latency more than it issues.
 template <int DP>
 __device__ __forceinline__ void IssueTile(const PagedKvLayer& cache, const int32_t* slots, int64_t kv_head, int ld,
                                           uint16_t* k_dst, uint16_t* v_dst) {
-  const int d = static_cast<int>(cache.head_dim);
-  const int64_t row = cache.num_kv_heads * cache.head_dim;
   constexpr int kChunks = DP / 8;
+  static_assert(kThreads % kChunks == 0 && kTileKeys % (kThreads / kChunks) == 0, "whole keys a step");
+  constexpr int kKeyStep = kThreads / kChunks;
+  const int d = static_cast<int>(cache.head_dim);
+  const int c = static_cast<int>(threadIdx.x) % kChunks, key0 = static_cast<int>(threadIdx.x) / kChunks;
+  const bool dim_live = c * 8 < d;
+  const auto row = static_cast<uint32_t>(cache.num_kv_heads * cache.head_dim);
+  const auto column = static_cast<uint32_t>(kv_head * d + (dim_live ? c * 8 : 0));
+  const int dst = key0 * ld + c * 8;
 #pragma unroll
-  for (int idx = threadIdx.x; idx < kTileKeys * kChunks; idx += kThreads) {
-    const int key = idx / kChunks, c = idx % kChunks;
-    const int32_t slot = slots[key];
-    const bool live = slot >= 0 && c * 8 < d;
-    const int64_t at = live ? int64_t{slot} * row + kv_head * d + c * 8 : 0;
-    const int bytes = live ? 16 : 0;
-    CopyAsync16(k_dst + key * ld + c * 8, cache.k + at, bytes);
-    CopyAsync16(v_dst + key * ld + c * 8, cache.v + at, bytes);
+  for (int i = 0; i < kTileKeys / kKeyStep; ++i) {
+    const int32_t slot = slots[key0 + kKeyStep * i];
+    const int bytes = slot >= 0 && dim_live ? 16 : 0;  // 0: zeros, and the address is slot 0's
+    const uint64_t at = uint64_t{static_cast<uint32_t>(max(slot, 0))} * row + column;
+    CopyAsync16(k_dst + dst + kKeyStep * i * ld, cache.k + at, bytes);
+    CopyAsync16(v_dst + dst + kKeyStep * i * ld, cache.v + at, bytes);
   }
 }
 

@@ -5,6 +5,7 @@
 // Thread-safety: plain values; an EventSink is called on the engine thread and must not block.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -50,6 +51,16 @@ struct GenerateRequest {
   // The server's own warm-up request: left out of request and token metrics.
   bool warmup = false;
 };
+
+// Prompt lengths of the warm-up requests, run one after another (df11d's before a model is
+// SERVING, the first generating --warmup-tokens and the others one token; engine_bench's before its
+// levels), each at most the model's max positions less the tokens it generates: one for each
+// matrix-product path a prefill takes on CUDA (cuBLAS above 64 tokens, the tile kernel's token
+// groups up to 64, 32, 16 and 8). The first use of a path's kernels in a process costs the step
+// that meets it up to ~0.1 s, which a client request would otherwise pay (measured on an H100,
+// bench/results/ab_h100_warmup_prompt.log: the first 512-token prompt's time to first token 87-147
+// ms after one 4-token warm-up prompt, 12.6-12.7 ms after these).
+inline constexpr std::array<int64_t, 5> kWarmupPromptTokens = {512, 64, 32, 16, 8};
 
 // A cancellation that arrives this close to (or after) the request's deadline is the deadline
 // firing: the client's own timer cancels the call a little before the server's deadline passes

@@ -1,6 +1,7 @@
 // Generation and Admin handlers (see generation_service.h).
 #include "server/generation_service.h"
 
+#include <algorithm>
 #include <future>
 
 #include "server/generate_reactor.h"
@@ -127,21 +128,32 @@ grpc::ServerUnaryReactor* GenerationService::GetLoadReport(grpc::CallbackServerC
 
 namespace {
 
-// The warm-up request of a registered model; on failure the model is unloaded again.
+// The warm-up requests of a registered model (kWarmupPromptTokens, token i repeated; the first
+// generates warmup_tokens tokens, the others one); on failure the model is unloaded again.
 Status WarmUp(ServiceContext& ctx, const ModelSpec& spec, int64_t warmup_tokens) {
   if (warmup_tokens <= 0) return Status();
-  GenerateRequest warm;
-  warm.model = spec.name;
-  warm.prompt_tokens = {0};
-  warm.max_tokens = warmup_tokens;
-  warm.ignore_eos = true;
-  warm.client_request_id = "warmup";
-  warm.warmup = true;
-  auto done = std::make_shared<std::promise<Status>>();
-  auto id = ctx.engine->Submit(std::move(warm), [done](RequestEvent&& event) {
-    if (event.finished) done->set_value(event.status);
-  });
-  Status warmed = id.ok() ? done->get_future().get() : id.status();
+  int64_t max_positions = 0;
+  for (const ModelInfo& m : ctx.engine->Models()) {
+    if (m.name == spec.name) max_positions = m.max_positions;
+  }
+  Status warmed;
+  for (size_t i = 0; i < kWarmupPromptTokens.size() && warmed.ok(); ++i) {
+    GenerateRequest warm;
+    warm.model = spec.name;
+    warm.max_tokens = i == 0 ? warmup_tokens : 1;
+    const int64_t prompt = max_positions > 0
+                               ? std::clamp<int64_t>(max_positions - warm.max_tokens, 1, kWarmupPromptTokens[i])
+                               : kWarmupPromptTokens[i];
+    warm.prompt_tokens.assign(static_cast<size_t>(prompt), static_cast<int32_t>(i));  // no shared prefix
+    warm.ignore_eos = true;
+    warm.client_request_id = "warmup";
+    warm.warmup = true;
+    auto done = std::make_shared<std::promise<Status>>();
+    auto id = ctx.engine->Submit(std::move(warm), [done](RequestEvent&& event) {
+      if (event.finished) done->set_value(event.status);
+    });
+    warmed = id.ok() ? done->get_future().get() : id.status();
+  }
   if (warmed.ok()) return Status();
   LogEvent("error", "model_warmup_failed", {{"model", spec.name}, {"error", warmed.ToString()}});
   // All or nothing: the model leaves no name, KV share or memory behind.
