@@ -89,6 +89,9 @@ __device__ __forceinline__ int64_t SplitKeys(int64_t span, int splits) {
 // causal prefill's waves (before, the grid's last blocks were the last KV head's longest tiles):
 // 2,048 tokens 0.181-0.182 ms a layer against 0.270-0.272, 4,096 tokens 0.632-0.636 against
 // 0.789-0.796; decode unchanged (attention_h100_lpt_ab.log, three runs each, alternating).
+// Measured again with the copies of IssueTile below (ab_h100_decode_stages.log, two rounds each):
+// decode with 3 stages (2 blocks per SM) 3% faster at 48-64 sequences over 512 keys, 3-4% slower at
+// 96-128 and 14-20% at 8-16, so not worth a second decode kernel for 48-64 sequences.
 // Decode with one stage to fit 4 or 5 blocks per SM (a 64-sequence grid of 512 blocks then runs
 // in one wave instead of 1.3) was slower (attention_h100_decode_occupancy_ab.log, two runs each):
 // batch 64 over 512 keys 0.072-0.073 ms a layer at 4 blocks, 0.097 at 5, against 0.066; batch 8
