@@ -162,7 +162,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   __syncthreads();
-  AllowDependents();
 
   if (tid >= kConsumerThreads) {
     // The copying warpgroup: tile t into stage t % kStages once every consumer warp released the
@@ -179,7 +178,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t column = kv_head * d + (chunk * 8 < d ? chunk * 8 : 0);  // this lane's chunk of a slot's row
     const uint16_t* k_column = cache.k + column;
     const uint16_t* v_column = cache.v + column;
-    WaitPrevious();  // the new tokens' keys and values come from PrepareAttention
+    WaitPrevious();     // the new tokens' keys and values come from PrepareAttention
+    AllowDependents();  // only now: no launch runs two kernels ahead
     for (int t = 0; t < tiles; ++t) {
       const int stage = t % kStages;
       if (t >= kStages) BarrierWait(&empty[stage], (t / kStages - 1) & 1);
@@ -239,6 +239,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // This warpgroup's 64 rows of Q (q comes from PrepareAttention).
   WaitPrevious();
+  AllowDependents();
 #pragma unroll
   for (int i = 0; i < 64 * (kDP / 8) / 128; ++i) {
     const int idx = tid % 128 + 128 * i, r = 64 * wg + idx / 16, c = idx % 16;
