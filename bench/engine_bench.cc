@@ -13,8 +13,8 @@
 //          [--temperature T] [--top-p P] [--frequency-penalty F]  (seeded: request n uses seed n)
 //          [--warmup-prompt N]
 // Before the levels, per model, df11d's warm-up requests one after another (prompts of
-// kWarmupPromptTokens ids, 2 generated tokens each; with --warmup-prompt N, one prompt of N), so
-// the first use of the step's kernels stays out of the levels.
+// kWarmupPromptTokens ids, at most the model's positions less 2, 2 generated tokens each; with
+// --warmup-prompt N, one prompt of N), so the first use of the step's kernels stays out of the levels.
 // On CUDA without --kv-memory the KV budget is 0.9 x the free memory after the first model's
 // weights; to serve two models pass --max-model-bytes (room kept for all weights) or --kv-memory.
 // Models beyond --max-model-bytes are served from the host (--max-host-model-bytes) or disk tier.
@@ -326,6 +326,8 @@ int Main(int argc, char** argv) {
   // Warm-up (see the header): prompts with no prefix in common, one request at a time.
   std::vector<int64_t> warmup_prompts(kWarmupPromptTokens.begin(), kWarmupPromptTokens.end());
   if (o.warmup_prompt > 0) warmup_prompts = {o.warmup_prompt};
+  std::map<std::string, std::pair<int64_t, int64_t>> shape;  // model -> (vocab, max positions)
+  for (const ModelInfo& m : (*engine)->Models()) shape[m.name] = {std::max<int64_t>(m.vocab_size, 1), m.max_positions};
   for (const auto& [name, dir] : o.models) {
     for (size_t w = 0; w < warmup_prompts.size(); ++w) {
       std::mutex mu;
@@ -333,8 +335,10 @@ int Main(int argc, char** argv) {
       bool done = false;
       GenerateRequest r;
       r.model = name;
-      for (int64_t i = 0; i < warmup_prompts[w]; ++i) r.prompt_tokens.push_back(static_cast<int32_t>(1 + w + i % 1000));
       r.max_tokens = 2;
+      const auto [vocab, positions] = shape[name];
+      const int64_t n = positions > 0 ? std::clamp<int64_t>(positions - r.max_tokens, 1, warmup_prompts[w]) : warmup_prompts[w];
+      for (int64_t i = 0; i < n; ++i) r.prompt_tokens.push_back(static_cast<int32_t>((static_cast<int64_t>(w) + i) % vocab));
       auto id = (*engine)->Submit(r, [&](RequestEvent&& e) {
         if (!e.finished) return;
         std::lock_guard lock(mu);
