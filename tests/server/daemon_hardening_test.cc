@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "scheduler/request.h"
 #include "tests/server/daemon_test_util.h"
 #include "tests/server/metrics_test_util.h"
 
@@ -269,6 +270,19 @@ TEST_F(DaemonHardeningTest, DeadlinesAndCancellationsAreToldApart) {
   }
   EXPECT_EQ(cancelled_with_tokens, 2u) << log;
   EXPECT_NE(log.find("status=DEADLINE_EXCEEDED finish=deadline"), std::string::npos) << log;
+}
+
+// Before a model is SERVING, df11d runs one warm-up request per kWarmupPromptTokens entry, one after
+// another (each prompt fits one step, so one step each), and none of them counts as client work.
+TEST_F(DaemonHardeningTest, WarmUpRunsOneStepPerWarmupPromptBeforeServing) {
+  const int metrics_port = FreePort();
+  Daemon d({"--model", Model(), "--metrics-address", "127.0.0.1:" + std::to_string(metrics_port)}, tmp_.path());
+  ASSERT_TRUE(WaitServing(d.Channel())) << d.LogText();
+  using testing::SampleValue;
+  const std::string metrics = testing::ScrapeUntil(
+      metrics_port, [](const std::string& m) { return SampleValue(m, "df11_steps_total", {{"model", "tiny"}}).has_value(); });
+  EXPECT_EQ(SampleValue(metrics, "df11_steps_total", {{"model", "tiny"}}), double(kWarmupPromptTokens.size())) << metrics;
+  EXPECT_EQ(SampleValue(metrics, "df11_prompt_tokens_total", {{"model", "tiny"}}).value_or(0.0), 0.0) << metrics;
 }
 
 TEST_F(DaemonHardeningTest, UnparsableMessagesAreInvalidArgumentCountedAndLogged) {
