@@ -326,8 +326,8 @@ int Main(int argc, char** argv) {
   // Warm-up (see the header): prompts with no prefix in common, one request at a time.
   std::vector<int64_t> warmup_prompts(kWarmupPromptTokens.begin(), kWarmupPromptTokens.end());
   if (o.warmup_prompt > 0) warmup_prompts = {o.warmup_prompt};
-  std::map<std::string, std::pair<int64_t, int64_t>> shape;  // model -> (vocab, max positions)
-  for (const ModelInfo& m : (*engine)->Models()) shape[m.name] = {std::max<int64_t>(m.vocab_size, 1), m.max_positions};
+  std::map<std::string, ModelInfo> infos;
+  for (const ModelInfo& m : (*engine)->Models()) infos[m.name] = m;
   for (const auto& [name, dir] : o.models) {
     for (size_t w = 0; w < warmup_prompts.size(); ++w) {
       std::mutex mu;
@@ -336,9 +336,9 @@ int Main(int argc, char** argv) {
       GenerateRequest r;
       r.model = name;
       r.max_tokens = 2;
-      const auto [vocab, positions] = shape[name];
-      const int64_t n = positions > 0 ? std::clamp<int64_t>(positions - r.max_tokens, 1, warmup_prompts[w]) : warmup_prompts[w];
-      for (int64_t i = 0; i < n; ++i) r.prompt_tokens.push_back(static_cast<int32_t>((static_cast<int64_t>(w) + i) % vocab));
+      const ModelInfo& info = infos[name];
+      r.prompt_tokens = WarmupPrompt(warmup_prompts[w], static_cast<int64_t>(w), r.max_tokens, info.vocab_size,
+                                     info.max_positions);
       auto id = (*engine)->Submit(r, [&](RequestEvent&& e) {
         if (!e.finished) return;
         std::lock_guard lock(mu);

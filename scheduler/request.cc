@@ -1,6 +1,7 @@
 // Names of the request contract's enums (see request.h).
 #include "scheduler/request.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace df11 {
@@ -32,5 +33,14 @@ constexpr std::pair<RejectReason, const char*> kRejectReasonNames[] = {
 
 const char* FinishReasonName(FinishReason reason) { return NameIn(kFinishReasonNames, reason, "unknown"); }
 const char* RejectReasonName(RejectReason reason) { return NameIn(kRejectReasonNames, reason, "other"); }
+
+std::vector<int32_t> WarmupPrompt(int64_t length, int64_t first_id, int64_t max_tokens, int64_t vocab,
+                                  int64_t max_positions) {
+  if (max_positions > 0) length = std::clamp<int64_t>(max_positions - max_tokens, 1, length);
+  vocab = std::max<int64_t>(vocab, 1);
+  std::vector<int32_t> ids(static_cast<size_t>(std::max<int64_t>(length, 1)));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((first_id + static_cast<int64_t>(i)) % vocab);
+  return ids;
+}
 
 }  // namespace df11

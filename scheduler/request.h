@@ -62,6 +62,12 @@ struct GenerateRequest {
 // ms after one 4-token warm-up prompt, 12.6-12.7 ms after these).
 inline constexpr std::array<int64_t, 5> kWarmupPromptTokens = {512, 64, 32, 16, 8};
 
+// A warm-up prompt: `length` ids (at most max_positions - max_tokens, at least 1; max_positions 0 =
+// unknown), first_id, first_id + 1, ... modulo vocab, so prompts of different first ids share no
+// prefix in the prefix cache.
+std::vector<int32_t> WarmupPrompt(int64_t length, int64_t first_id, int64_t max_tokens, int64_t vocab,
+                                  int64_t max_positions);
+
 // A cancellation that arrives this close to (or after) the request's deadline is the deadline
 // firing: the client's own timer cancels the call a little before the server's deadline passes
 // (network and queueing delay), so both the server's status and the engine count it as a deadline.

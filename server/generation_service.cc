@@ -1,7 +1,6 @@
 // Generation and Admin handlers (see generation_service.h).
 #include "server/generation_service.h"
 
-#include <algorithm>
 #include <future>
 
 #include "server/generate_reactor.h"
@@ -128,23 +127,21 @@ grpc::ServerUnaryReactor* GenerationService::GetLoadReport(grpc::CallbackServerC
 
 namespace {
 
-// The warm-up requests of a registered model (kWarmupPromptTokens, token i repeated; the first
-// generates warmup_tokens tokens, the others one); on failure the model is unloaded again.
+// The warm-up requests of a registered model (WarmupPrompt of each kWarmupPromptTokens length; the
+// first generates warmup_tokens tokens, the others one); on failure the model is unloaded again.
 Status WarmUp(ServiceContext& ctx, const ModelSpec& spec, int64_t warmup_tokens) {
   if (warmup_tokens <= 0) return Status();
-  int64_t max_positions = 0;
+  int64_t vocab = 0, max_positions = 0;
   for (const ModelInfo& m : ctx.engine->Models()) {
-    if (m.name == spec.name) max_positions = m.max_positions;
+    if (m.name == spec.name) vocab = m.vocab_size, max_positions = m.max_positions;
   }
   Status warmed;
   for (size_t i = 0; i < kWarmupPromptTokens.size() && warmed.ok(); ++i) {
     GenerateRequest warm;
     warm.model = spec.name;
     warm.max_tokens = i == 0 ? warmup_tokens : 1;
-    const int64_t prompt = max_positions > 0
-                               ? std::clamp<int64_t>(max_positions - warm.max_tokens, 1, kWarmupPromptTokens[i])
-                               : kWarmupPromptTokens[i];
-    warm.prompt_tokens.assign(static_cast<size_t>(prompt), static_cast<int32_t>(i));  // no shared prefix
+    warm.prompt_tokens =
+        WarmupPrompt(kWarmupPromptTokens[i], static_cast<int64_t>(i), warm.max_tokens, vocab, max_positions);
     warm.ignore_eos = true;
     warm.client_request_id = "warmup";
     warm.warmup = true;

@@ -72,8 +72,9 @@ class AdminService final : public RawAdminBase {
 
 // Loads models as one (Engine::LoadModels: all weights first, then the KV budget), runs each
 // one's warm-up requests (kWarmupPromptTokens; the first generates `warmup_tokens` tokens, 0 =
-// none), then marks it SERVING through ctx.set_model_serving. Blocks the caller. All or nothing per model: a model whose load or
-// warm-up fails is unloaded again, so nothing of it remains (name, KV share, memory).
+// none), then marks it SERVING through ctx.set_model_serving. Blocks the caller. All or nothing
+// per model: a model whose load or warm-up fails is unloaded again, so nothing of it remains
+// (name, KV share, memory).
 Status LoadAndWarm(ServiceContext& ctx, const std::vector<ModelSpec>& specs, int64_t warmup_tokens);
 
 }  // namespace df11::server
