@@ -2,6 +2,7 @@
 // Usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] [--prefill N]
 //                         [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes]
 //                         [--lane-code auto|huffman|fixed] [--no-prefetch] [--no-prefetch-graphs] [--tile-max-tokens 32|64]
+//                         [--no-wgmma-tile]
 // Per model (loaded one after the other): every sequence first gets P (default 512) cached
 // positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
 // decode steps where sequences 0..B-1 each append one token at position P (the same work every
@@ -25,7 +26,8 @@
 // how lane streams code exponents (ModelOptions::df11_lane_code; default auto); --no-prefetch
 // decodes each unit just before its first linear instead of while the layer before runs
 // (ModelOptions::df11_prefetch); --no-prefetch-graphs does so only in steps that replay graphs
-// (ModelOptions::df11_prefetch_graphs).
+// (ModelOptions::df11_prefetch_graphs). --no-wgmma-tile: the matrices of 4 rows per tile run the
+// TileGemm pair at 33-64 tokens instead of the wgmma tile linear (ModelOptions::wgmma_tile).
 // Every decode line also gives its floor: the model's weights plus each sequence's KV read once at
 // the read roofline measured first (read_roofline.h), and the step's ratio to it, and its host time:
 // the step's wall time minus its GPU span (StepOutput::gpu_seconds), median over the reps.
@@ -59,6 +61,7 @@ struct Options {
   bool no_prefetch = false;
   bool no_prefetch_graphs = false;
   int tile_max_tokens = 64;
+  bool no_wgmma_tile = false;
   ModelOptions::LaneCodeChoice lane_code = ModelOptions::LaneCodeChoice::kAuto;
   bool logits = false;  // decode steps copy fp32 logits to the host instead of sampling
 };
@@ -140,7 +143,7 @@ json ProfileOf(const Timing& t, const char* label) {
 // read_bytes_per_s: the read roofline (read_roofline.h); a decode step's floor is its weights plus
 // every sequence's KV read once at that rate.
 StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_bytes_per_s) {
-  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda, .cuda_graphs = !o.eager, .df11_lanes = !o.no_lanes, .df11_lane_code = o.lane_code, .df11_prefetch = !o.no_prefetch, .df11_prefetch_graphs = !o.no_prefetch_graphs, .tile_max_tokens = o.tile_max_tokens}));
+  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda, .cuda_graphs = !o.eager, .df11_lanes = !o.no_lanes, .df11_lane_code = o.lane_code, .df11_prefetch = !o.no_prefetch, .df11_prefetch_graphs = !o.no_prefetch_graphs, .tile_max_tokens = o.tile_max_tokens, .wgmma_tile = !o.no_wgmma_tile}));
   const ModelConfig& c = model->config();
   const LoadReport& r = model->load_report();
   const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
@@ -265,6 +268,8 @@ bool ParseArgs(int argc, char** argv, Options& o) {
       o.no_prefetch = true;
     } else if (a == "--no-prefetch-graphs") {
       o.no_prefetch_graphs = true;
+    } else if (a == "--no-wgmma-tile") {
+      o.no_wgmma_tile = true;
     } else if (a == "--tile-max-tokens") {
       o.tile_max_tokens = std::atoi(value().c_str());
     } else if (a == "--lane-code") {
@@ -294,7 +299,8 @@ int Main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, o)) {
     std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
                          "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes] "
-                         "[--lane-code auto|huffman|fixed] [--no-prefetch] [--no-prefetch-graphs] [--tile-max-tokens 32|64]\n");
+                         "[--lane-code auto|huffman|fixed] [--no-prefetch] [--no-prefetch-graphs] [--tile-max-tokens 32|64] "
+                         "[--no-wgmma-tile]\n");
     return 2;
   }
   cudaDeviceProp prop{};

@@ -1,7 +1,10 @@
 // wgmma_tile_bench: the Hopper linear on fixed-lanes tiles of 4 rows (Df11WgmmaTileGemm on DF11's
 // fixed lanes, cuda::WgmmaTileGemm on the BF16 twin; sm_90a) on the linears of a Qwen3-8B decode
 // step, against what the model runs there today (Df11TileGemm and the BF16 TileGemm with the
-// same rows per tile), cuBLAS and the BF16 WgmmaGemm, with the read roofline in the same run.
+// same rows per tile; above 64 tokens: the DF11 matrix decoded into a scratch, then cuBLAS, and
+// cuBLAS for BF16), cuBLAS and the BF16 WgmmaGemm, with the read roofline in the same run.
+// gate|up is also timed with its activation in one launch (WgmmaTileGemmGated and its DF11 twin against
+// Df11TileGemmGated and what BF16 runs today) where the tile kernels run.
 // Usage: wgmma_tile_bench [--tokens 33,48,64] [--configs 0,1,2,3] [--all-4-rows] [--json OUT]
 // (configurations: cuda_gemm.h, WgmmaTileGemm)
 // By default only the matrices a DF11 model keeps at 4 rows per tile (FixedRowsPerTile: gate|up,
@@ -118,6 +121,9 @@ int Main(int argc, char** argv) {
     const uint16_t* x = xb->as<uint16_t>();
     uint16_t *y = yb->as<uint16_t>(), *y2 = y2b->as<uint16_t>();
     float* workspace = ws->as<float>();
+    auto scratch_buffer = cuda::DeviceBuffer::Allocate(2 * elements, "scratch");
+    Check(scratch_buffer.status());
+    uint16_t* scratch = scratch_buffer->as<uint16_t>();
     const double floor_bf16 = 2.0 * elements / roofline * 1e3, floor_df11 = double(df11_bytes) / roofline * 1e3;
     for (size_t ti = 0; ti < nt; ++ti) {
       const int64_t t = token_counts[ti];
@@ -127,10 +133,19 @@ int Main(int argc, char** argv) {
       auto bf16_tile = [&](int i) {
         Check(cuda::TileGemm(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr, 4));
       };
-      const double dt = t >= cuda::kTileGemmMinTokens ? MedianMs(copies, df11_tile) : 0.0;
-      const double bt = t >= cuda::kTileGemmMinTokens ? MedianMs(copies, bf16_tile) : 0.0;
+      // Above the tile kernel's tokens the model decodes a DF11 matrix into the scratch (here not
+      // ahead on a second stream: serialized), then runs cuBLAS, as for BF16.
+      auto df11_scratch = [&](int i) {
+        Check(LaunchLanesDecode(c[i].fixed.lanes(), Df11Tables{}, c[i].sm.as<uint8_t>(), scratch, nullptr));
+        Check(gemm.CublasGemm(x, scratch, t, s.n, s.k, false, y));
+      };
+      const bool tile = t <= cuda::kTileGemmMaxTokens;
       const double cub =
           MedianMs(copies, [&](int i) { Check(gemm.CublasGemm(x, c[i].plain.as<uint16_t>(), t, s.n, s.k, false, y)); });
+      const double dt = !tile                           ? MedianMs(copies, df11_scratch)
+                        : t >= cuda::kTileGemmMinTokens ? MedianMs(copies, df11_tile)
+                                                        : 0.0;
+      const double bt = !tile ? cub : t >= cuda::kTileGemmMinTokens ? MedianMs(copies, bf16_tile) : 0.0;
       const double wg = MedianMs(copies, [&](int i) {
         Check(cuda::WgmmaGemm(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, workspace, nullptr));
       });
@@ -141,9 +156,10 @@ int Main(int argc, char** argv) {
       s_floor_bf16[ti] += s.per_step * floor_bf16;
       s_floor_df11[ti] += s.per_step * floor_df11;
       std::printf(
-          "%-13s T=%-3lld today: DF11 Df11TileGemm %.4f ms, BF16 TileGemm %.4f; cuBLAS %.4f; WgmmaGemm %.4f; "
+          "%-13s T=%-3lld today: DF11 %s %.4f ms, BF16 %s %.4f; cuBLAS %.4f; WgmmaGemm %.4f; "
           "floors BF16 %.4f DF11 %.4f\n",
-          s.name, static_cast<long long>(t), dt, bt, cub, wg, floor_bf16, floor_df11);
+          s.name, static_cast<long long>(t), tile ? "Df11TileGemm" : "decode+cuBLAS", dt, tile ? "TileGemm" : "cuBLAS",
+          bt, cub, wg, floor_bf16, floor_df11);
       for (size_t wi = 0; wi < nw; ++wi) {
         const int config = static_cast<int>(configs[wi]);
         // Bits: DF11 against the twin; the twin against cuBLAS (into y first, then DF11's).
@@ -170,8 +186,8 @@ int Main(int argc, char** argv) {
         s_df11_new[ti][wi] += s.per_step * df;
         s_bf16_new[ti][wi] += s.per_step * bf;
         std::printf(
-            "    config %d: DF11 %.4f ms (%.3fx Df11TileGemm, %.0f G weights/s, %.0f%% of its floor), BF16 %.4f "
-            "(%.3fx TileGemm, %.3fx cuBLAS, %.0f%% of its floor); DF11 != twin in %llu of %zu; twin vs cuBLAS "
+            "    config %d: DF11 %.4f ms (%.3fx today's, %.0f G weights/s, %.0f%% of its floor), BF16 %.4f "
+            "(%.3fx today's, %.3fx cuBLAS, %.0f%% of its floor); DF11 != twin in %llu of %zu; twin vs cuBLAS "
             "%.2e\n",
             config, df, dt > 0 ? df / dt : 0.0, elements / (df * 1e6), 100 * floor_df11 / df, bf,
             bt > 0 ? bf / bt : 0.0, bf / cub, 100 * floor_bf16 / bf, static_cast<unsigned long long>(differ),
@@ -185,6 +201,45 @@ int Main(int argc, char** argv) {
                 ", \"df11_differs_from_twin\": " + std::to_string(differ) + "}";
         first = false;
         std::fflush(stdout);
+      }
+      // gate|up and its activation in one launch (what the model runs from kWgmmaTileModelMinTokens):
+      // today Df11TileGemmGated and, for BF16 above 32 tokens, TileGemm then GatedActivation.
+      const int64_t inter = s.n / 2;
+      if (!all_4_rows && std::string(s.name) == "gate|up_proj" && t >= cuda::kTileGemmMinTokens && tile) {
+        const bool bf16_gated = t <= 32;  // kBf16TileGatedMaxTokens (model_cuda_step.cc)
+        const double dg = MedianMs(copies, [&](int i) {
+          Check(Df11TileGemmGated(Activation::kSilu, x, c[i].fixed.lanes(), c[i].sm.as<uint8_t>(), nullptr, t, inter, y,
+                                  nullptr));
+        });
+        const double bg = MedianMs(copies, [&](int i) {
+          if (bf16_gated) {
+            Check(cuda::TileGemmGated(Activation::kSilu, x, c[i].plain.as<uint16_t>(), nullptr, t, inter, s.k, y,
+                                      nullptr));
+          } else {
+            Check(cuda::TileGemm(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y2, nullptr));
+            Check(cuda::GatedActivation(Activation::kSilu, y2, s.n, y2 + inter, s.n, t, inter, y, nullptr));
+          }
+        });
+        std::printf("  gated  today: DF11 Df11TileGemmGated %.4f ms, BF16 %s %.4f\n", dg,
+                    bf16_gated ? "TileGemmGated" : "TileGemm+GatedActivation", bg);
+        for (size_t wi = 0; wi < nw; ++wi) {
+          const int config = static_cast<int>(configs[wi]);
+          const double df = MedianMs(copies, [&](int i) {
+            Check(Df11WgmmaTileGemmGated(Activation::kSilu, x, c[i].fixed.lanes(), c[i].sm.as<uint8_t>(), nullptr, t,
+                                         inter, y, nullptr, config));
+          });
+          const double bf = MedianMs(copies, [&](int i) {
+            Check(cuda::WgmmaTileGemmGated(Activation::kSilu, x, c[i].plain.as<uint16_t>(), nullptr, t, inter, s.k, y,
+                                           nullptr, config));
+          });
+          std::printf("    gated config %d: DF11 %.4f ms (%.3fx today's), BF16 %.4f (%.3fx today's)\n", config, df,
+                      df / dg, bf, bf / bg);
+          json += ", {\"linear\": \"gate|up_proj+activation\", \"tokens\": " + std::to_string(t) +
+                  ", \"config\": " + std::to_string(config) + ", \"df11_wgmma_tile_ms\": " + std::to_string(df) +
+                  ", \"bf16_wgmma_tile_ms\": " + std::to_string(bf) + ", \"df11_tile_ms\": " + std::to_string(dg) +
+                  ", \"bf16_tile_ms\": " + std::to_string(bg) + "}";
+          std::fflush(stdout);
+        }
       }
     }
   }

@@ -87,18 +87,46 @@ Status WgmmaGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_
 // The Hopper tensor-core linear on the tiles of fixed lanes with 4 rows per tile
 // (cuda_wgmma_tile.cu; sm_90a): y[T, N] = x[T, K] · W[N, K]^T (+ bias [N] fp32) (+ y) for
 // 1 <= T <= kWgmmaTileMaxTokens, 64 rows of W a CTA, K in stages of 256 columns multiplied by
-// wgmma. The fused DF11 linear Df11WgmmaTileGemm (df11_lanes_cuda.h) runs the same instructions
+// wgmma (one kernel for 1-64 tokens, another for 65-128: a stage of x holds 64 or 128 tokens). The fused DF11 linear Df11WgmmaTileGemm (df11_lanes_cuda.h) runs the same instructions
 // on the same stage bits: same x, bias and W give the same bits, for configurations of the same
 // warps. `config` (the pipeline; bench/wgmma_tile_bench measures them): 0: 8 warps, three stage
 // buffers (BF16) or one at 3 CTAs per SM (DF11); 1: 8 warps, one buffer at 3 CTAs per SM (BF16) or
 // two (DF11); 2: 16 warps, three (BF16) or two (DF11) buffers; 3: as 1, but DF11 with one buffer at
 // 2 CTAs per SM; 4: as 3, stage s + 1's raw words loading while stage s decodes. 0, 1, 3 and 4
-// give the same bits.
+// give the same bits. Above 64 tokens a stage (W and x) is 96 KB: three buffers become two, 3 CTAs
+// per SM two, and DF11's configuration 0 runs as 3.
 // Asynchronous, launched as a dependent. INVALID_ARGUMENT for other shapes or alignments (x, W
 // 16-byte aligned, K % 8 == 0), FAILED_PRECONDITION on a GPU that is not compute capability 9.0.
-inline constexpr int64_t kWgmmaTileMaxTokens = 64;
+inline constexpr int64_t kWgmmaTileMaxTokens = 128;
 Status WgmmaTileGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,
                      bool accumulate, uint16_t* y, GpuStream stream, int config = 0);
+// WgmmaTileGemm of a gate|up linear and its gated activation in one launch, as TileGemmGated is
+// TileGemm's: W [2 inter, K] holds the gate rows, then the up rows (bias alike); out[T, inter] =
+// Gated(act, g, u) of each row's two outputs rounded as WgmmaTileGemm rounds them, with one launch
+// fewer and no [T, 2 inter] intermediate. A CTA takes 32 gate rows and the same 32 up rows, so
+// inter % 32 == 0. INVALID_ARGUMENT otherwise (and as WgmmaTileGemm).
+Status WgmmaTileGemmGated(Activation act, const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens,
+                          int64_t inter, int64_t k, uint16_t* out, GpuStream stream, int config = 0);
+
+// Where the model runs the wgmma tile linear, in both formats (a DF11 matrix's fixed lanes by
+// Df11WgmmaTileGemm(Gated), a BF16 one by GemmHandle and WgmmaTileGemm(Gated), all with
+// kWgmmaTileModelConfig for BF16 and WgmmaTileDf11Config for DF11, configurations of the same
+// warps, so the bits agree): on a compute capability 9.0 GPU, for the matrices a DF11 model keeps
+// at 4 rows per tile (FixedRowsPerTile: gate|up and lm_head of the 8B shape), at
+// kWgmmaTileModelMinTokens .. min(kTileGemmMaxTokens, tile_max_tokens) tokens, where TileGemm ran
+// before. On the H100 there (bench/results/wgmma_tile_h100_gated*.log) gate|up with its activation
+// runs 0.83-0.91x (BF16) and 0.95-0.97x (DF11) the time of what ran before, lm_head 0.98-0.99x and
+// 0.86-0.87x.
+inline constexpr int64_t kWgmmaTileModelMinTokens = 33;
+inline constexpr int kWgmmaTileModelConfig = 3;
+// The DF11 pipeline the model runs: for a gate|up linear up to 48 tokens configuration 4 (the next
+// stage's raw words loading while one decodes: gate|up at 33 tokens 0.964x Df11TileGemmGated
+// against 1.044x with 3), else 3 (lm_head 0.87x against 0.885-0.889x with 4).
+inline int WgmmaTileDf11Config(bool gated, int64_t tokens) { return gated && tokens <= 48 ? 4 : 3; }
+// Whether a linear [n, k] at these tokens takes the wgmma tile linear in the model (x 16-byte aligned).
+bool WgmmaTileApplies(const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int64_t tile_max_tokens);
+// WgmmaTileApplies for the gate|up matrix [2 inter, k], with inter % 32 == 0 (WgmmaTileGemmGated).
+bool WgmmaTileGatedApplies(const uint16_t* x, int64_t tokens, int64_t inter, int64_t k, int64_t tile_max_tokens);
 
 class GemmHandle {
  public:
@@ -115,9 +143,14 @@ class GemmHandle {
     tile_max_tokens_ = t < kTileGemmMinTokens - 1 ? kTileGemmMinTokens - 1 : t > kTileGemmMaxTokens ? kTileGemmMaxTokens : t;
   }
   int64_t tile_max_tokens() const { return tile_max_tokens_; }
+  // Whether Gemm and GemmBias run WgmmaTileGemm where WgmmaTileApplies (default true;
+  // ModelOptions::wgmma_tile). The most tokens they do: tile_max_tokens(), or 0 when off.
+  void set_wgmma_tile(bool on) { wgmma_tile_ = on; }
+  int64_t wgmma_tile_max_tokens() const { return wgmma_tile_ ? tile_max_tokens_ : 0; }
   // Every pointer device memory; x, w, y 16-byte aligned. kTileGemmMinTokens..tile_max_tokens()
-  // tokens run TileGemm, fewer Gemv, more cuBLAS: the kernel depends on the shapes and alignment
-  // only, never on where W came from (a DF11 weight and its BF16 twin give the same bits).
+  // tokens run TileGemm (WgmmaTileGemm where WgmmaTileApplies), fewer Gemv, more cuBLAS: the kernel
+  // depends on the shapes, alignment and GPU only, never on where W came from (a DF11 weight and
+  // its BF16 twin give the same bits).
   // INTERNAL (naming the shapes) on a cuBLAS error.
   Status Gemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
               uint16_t* y);
@@ -144,6 +177,7 @@ class GemmHandle {
                     uint16_t* y, GpuStream stream, bool* done);
 
   int64_t tile_max_tokens_ = kTileGemmMaxTokens;
+  bool wgmma_tile_ = true;
   void* handle_ = nullptr;     // cublasHandle_t
   void* lt_handle_ = nullptr;  // cublasLtHandle_t
   GpuStream stream_ = nullptr;

@@ -124,6 +124,12 @@ bool Df11TileGemmGatedApplies(const uint16_t* x, const DeviceLanes& w, int64_t t
 // token counts or alignments; FAILED_PRECONDITION on a GPU that is not compute capability 9.0.
 Status Df11WgmmaTileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa, const float* bias,
                          int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream, int config = 0);
+// Df11WgmmaTileGemm of a gate|up linear and its gated activation in one launch: out[T, inter] as
+// cuda::WgmmaTileGemmGated gives on W's BF16 twin with a `config` of the same warps. For fixed lanes
+// of 4 rows per tile with w.rows == 2 inter and inter % 32 == 0; INVALID_ARGUMENT otherwise.
+Status Df11WgmmaTileGemmGated(Activation act, const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa,
+                              const float* bias, int64_t tokens, int64_t inter, uint16_t* out, GpuStream stream,
+                              int config = 0);
 
 // W [rows, cols] as BF16 into out (16-byte aligned, row-major); sign_mantissa as for Df11Gemv. Asynchronous; returns
 // the launch error.

@@ -311,6 +311,7 @@ Status Model::LoadCuda() {
   }
   DF11_RETURN_IF_ERROR(st.gemm.Init(st.stream));
   st.gemm.set_tile_max_tokens(options_.tile_max_tokens);
+  st.gemm.set_wgmma_tile(options_.wgmma_tile);
   st.scratch = options_.scratch ? options_.scratch : std::make_shared<DeviceScratch>();
   const Checkpoint& ckpt = *checkpoint_;
   st.layers.resize(layers_.size());

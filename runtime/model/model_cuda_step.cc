@@ -180,10 +180,19 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
   if (w.lanes >= 0) {
     // Fused DF11 linears, each with the bits of what GemmHandle runs for the BF16 twin at these
     // tokens: the GEMV (Gemv's) below kTileGemmMinTokens, the tensor-core linear (TileGemm's) up to
-    // gemm.tile_max_tokens() for fixed lanes.
+    // gemm.tile_max_tokens() for fixed lanes, the wgmma tile linear (WgmmaTileGemm's) instead where
+    // cuda::WgmmaTileApplies.
     const DeviceLanes& l = lanes[w.lanes].lanes();
-    const bool gemv = tokens < cuda::kTileGemmMinTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0;
-    if (gemv || (tokens <= gemm.tile_max_tokens() && Df11TileGemmApplies(x, l, tokens))) {
+    if (cuda::WgmmaTileApplies(x, tokens, w.out_features, w.in_features, gemm.wgmma_tile_max_tokens())) {
+      if (l.code == LaneCode::kFixed3 && l.rows_per_tile == 4) {
+        return TimedGemm([&] {
+          return Df11WgmmaTileGemm(x, l, SignMantissa(w), w.bias, tokens, false, y, stream,
+                                   cuda::WgmmaTileDf11Config(false, tokens));
+        });
+      }
+      // Other lanes: through the scratch into GemmHandle, which runs WgmmaTileGemm here.
+    } else if (const bool gemv = tokens < cuda::kTileGemmMinTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+               gemv || (tokens <= gemm.tile_max_tokens() && Df11TileGemmApplies(x, l, tokens))) {
       const DeviceUnit& u = units[w.unit]->buffer.unit();
       return TimedGemm([&] {
         return gemv ? Df11Gemv(x, l, TablesOf(u), SignMantissa(w), w.bias, tokens, false, y, stream)
@@ -213,6 +222,23 @@ Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t*
   // graph step 11.40-11.51 against 11.46-11.51 but a 64-token prefill 9.77-9.82 against 9.37-9.38).
   // Either way the same bits.
   if (w.out_features == 2 * inter) {
+    if (cuda::WgmmaTileGatedApplies(x, tokens, inter, w.in_features, gemm.wgmma_tile_max_tokens())) {
+      // Both formats on the wgmma tile linear (cuda_gemm.h, WgmmaTileApplies).
+      if (w.lanes >= 0) {
+        const DeviceLanes& l = lanes[w.lanes].lanes();
+        if (l.code == LaneCode::kFixed3 && l.rows_per_tile == 4) {
+          return TimedGemm([&] {
+            return Df11WgmmaTileGemmGated(act, x, l, SignMantissa(w), w.bias, tokens, inter, out, stream,
+                                          cuda::WgmmaTileDf11Config(true, tokens));
+          });
+        }
+      }
+      DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
+      return TimedGemm([&] {
+        return cuda::WgmmaTileGemmGated(act, x, data, w.bias, tokens, inter, w.in_features, out, stream,
+                                        cuda::kWgmmaTileModelConfig);
+      });
+    }
     const bool tile = tokens >= cuda::kTileGemmMinTokens && tokens <= gemm.tile_max_tokens();
     if (tile && w.lanes >= 0 && Df11TileGemmGatedApplies(x, lanes[w.lanes].lanes(), tokens, inter)) {
       return TimedGemm([&] {

@@ -584,17 +584,17 @@ TEST(Df11LanesCuda, FusedTileGemmGatedIsTileGemmGatedBitForBit) {
 }
 
 // The fused DF11 Hopper linear (fixed lanes of 4 rows per tile) vs WgmmaTileGemm on the BF16
-// twin in each configuration (configurations 0 and 1 cross: the same warps give the same bits),
+// twin in each configuration (configurations 0 and 1, 3 and 4 cross: the same warps give the same bits),
 // and WgmmaTileGemm against the CPU's fp32 product.
 TEST(Df11LanesCuda, FusedWgmmaTileIsWgmmaTileBitForBit) {
   REQUIRE_GPU();
   if (!cuda::WgmmaGemmAvailable()) GTEST_SKIP() << "not a compute capability 9.0 GPU: WgmmaTileGemm not tested";
-  for (const auto& configs : {std::pair<int, int>{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}, {1, 0}, {0, 1}}) {
+  for (const auto& configs : {std::pair<int, int>{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}, {1, 0}, {0, 1}, {3, 4}}) {
     const int twin_config = configs.first, fused_config = configs.second;  // lambdas capture these
     SCOPED_TRACE("BF16 configuration " + std::to_string(twin_config) + ", DF11 configuration " +
                  std::to_string(fused_config));
     ExpectFusedIsTwin(
-        {1, 8, 17, 33, 48, 64}, 4, 7,
+        {1, 8, 17, 33, 48, 64, 65, 100, 128}, 4, 7,
         [twin_config](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t,
                       bool accumulate, uint16_t* y) {
           const DeviceLanes& w = m.lanes[tiles].lanes();
@@ -608,7 +608,7 @@ TEST(Df11LanesCuda, FusedWgmmaTileIsWgmmaTileBitForBit) {
         });
   }
   for (const auto& [n, k] : {std::pair<int64_t, int64_t>{37, 264}, {130, 4096}, {1000, 1032}}) {
-    for (const int64_t tokens : {1, 33, 64}) {
+    for (const int64_t tokens : {1, 33, 64, 65, 128}) {
       SCOPED_TRACE(std::to_string(tokens) + " tokens, n " + std::to_string(n) + ", k " + std::to_string(k));
       const auto x = testing::GaussianWeights(tokens * k, 1.0f, static_cast<uint32_t>(tokens + k));
       const auto w = testing::GaussianWeights(n * k, 0.05f, static_cast<uint32_t>(n));
@@ -632,14 +632,14 @@ TEST(Df11LanesCuda, FusedWgmmaTileIsWgmmaTileBitForBit) {
       EXPECT_LE(testing::MaxRelDiff(got_f, want), 1e-2);
     }
   }
-  const auto x = Upload(std::vector<uint16_t>(size_t{65} * 64, 0));
+  const auto x = Upload(std::vector<uint16_t>(size_t{129} * 64, 0));
   const auto m = MakeMatrix(testing::GaussianWeights(size_t{8195} * 64, 0.02f, 3), 8195, 64);
   EXPECT_EQ(Df11WgmmaTileGemm(x.as<uint16_t>(), m->lanes[2].lanes(), m->unit.unit().sign_mantissa, nullptr, 8, false,
                               nullptr, nullptr)
                 .code(),
             StatusCode::kInvalidArgument);  // 1 row per tile
-  EXPECT_EQ(Df11WgmmaTileGemm(x.as<uint16_t>(), m->lanes[4].lanes(), m->unit.unit().sign_mantissa, nullptr, 65, false,
-                              nullptr, nullptr)
+  EXPECT_EQ(Df11WgmmaTileGemm(x.as<uint16_t>(), m->lanes[4].lanes(), m->unit.unit().sign_mantissa, nullptr,
+                              cuda::kWgmmaTileMaxTokens + 1, false, nullptr, nullptr)
                 .code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(cuda::WgmmaTileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 1, 12, false, nullptr, nullptr).code(),
@@ -647,6 +647,88 @@ TEST(Df11LanesCuda, FusedWgmmaTileIsWgmmaTileBitForBit) {
   EXPECT_EQ(
       cuda::WgmmaTileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 1, 64, false, nullptr, nullptr, 5).code(),
       StatusCode::kInvalidArgument);
+}
+
+// The gated form of the fused DF11 Hopper linear (fixed lanes of 4 rows per tile) vs
+// cuda::WgmmaTileGemmGated on the BF16 twin (configurations of 8 warps cross: 4 against 3) and vs
+// WgmmaTileGemm then GatedActivation: the same bits at 1-128 tokens, both activations, with and
+// without a bias, K not a multiple of a stage; every output written. Then which shapes and tokens
+// the model sends to the wgmma tile linear (cuda::WgmmaTileApplies), and shapes it must refuse.
+TEST(Df11LanesCuda, FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit) {
+  REQUIRE_GPU();
+  if (!cuda::WgmmaGemmAvailable()) GTEST_SKIP() << "not a compute capability 9.0 GPU: WgmmaTileGemmGated not tested";
+  for (const auto& [inter, cols] : {std::pair<int64_t, int64_t>{32, 264}, {96, 1032}, {1024, 4096}}) {
+    const int64_t rows = 2 * inter;
+    const auto m =
+        MakeMatrix(testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(rows + cols)), rows, cols);
+    const DeviceLanes& w = m->lanes[4].lanes();
+    ASSERT_EQ(w.rows_per_tile, 4);
+    std::vector<float> bias(rows);
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(static_cast<int>(i % 200) - 100) / 64.0f;
+    const auto dbias = Upload(bias);
+    for (const int64_t tokens : {1, 17, 33, 64, 65, 100, 128}) {
+      const auto dx = Upload(testing::GaussianWeights(tokens * cols, 1.0f, static_cast<uint32_t>(tokens * 7 + cols)));
+      for (const Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+        for (const bool with_bias : {false, true}) {
+          for (const auto& [twin_config, fused_config] : {std::pair<int, int>{3, 3}, {3, 4}, {2, 2}}) {
+            SCOPED_TRACE("[" + std::to_string(rows) + ", " + std::to_string(cols) + "], " + std::to_string(tokens) +
+                         " tokens" + (act == Activation::kSilu ? ", silu" : ", gelu") + (with_bias ? ", bias" : "") +
+                         ", configurations " + std::to_string(twin_config) + " / " + std::to_string(fused_config));
+            const float* b = with_bias ? dbias.as<float>() : nullptr;
+            const auto want_d = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));  // NaN: unwritten shows
+            ASSERT_TRUE(cuda::WgmmaTileGemmGated(act, dx.as<uint16_t>(), m->plain.as<uint16_t>(), b, tokens, inter,
+                                                 cols, want_d.as<uint16_t>(), nullptr, twin_config)
+                            .ok());
+            const auto want = Download<uint16_t>(want_d, tokens * inter);
+            EXPECT_EQ(std::count(want.begin(), want.end(), uint16_t{0x7fc0}), 0);
+            const auto got = Upload(std::vector<uint16_t>(tokens * inter, 0x7fc0));
+            const Status st = Df11WgmmaTileGemmGated(act, dx.as<uint16_t>(), w, m->unit.unit().sign_mantissa, b, tokens,
+                                                     inter, got.as<uint16_t>(), nullptr, fused_config);
+            ASSERT_TRUE(st.ok()) << st.ToString();
+            EXPECT_EQ(Download<uint16_t>(got, tokens * inter), want);
+            // The unfused pair on the BF16 twin.
+            const auto gate_up = Upload(std::vector<uint16_t>(tokens * rows));
+            const auto pair = Upload(std::vector<uint16_t>(tokens * inter));
+            ASSERT_TRUE(cuda::WgmmaTileGemm(dx.as<uint16_t>(), m->plain.as<uint16_t>(), b, tokens, rows, cols, false,
+                                            gate_up.as<uint16_t>(), nullptr, twin_config)
+                            .ok());
+            ASSERT_TRUE(cuda::GatedActivation(act, gate_up.as<uint16_t>(), rows, gate_up.as<uint16_t>() + inter, rows,
+                                              tokens, inter, pair.as<uint16_t>(), nullptr)
+                            .ok());
+            EXPECT_EQ(Download<uint16_t>(pair, tokens * inter), want);
+          }
+        }
+      }
+    }
+  }
+  // The model's choice: 4 rows per tile (FixedRowsPerTile: 8,192 rows and more, or an odd number of
+  // a row's lane entries), 33 to min(64, tile_max_tokens) tokens.
+  const auto x = Upload(std::vector<uint16_t>(size_t{64} * 4096, 0));
+  const uint16_t* dx = x.as<uint16_t>();
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 33, 151936, 4096, 64));  // an 8B model's lm_head
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 64, 151936, 4096, 64));
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 40, 96, 64, 64));  // one lane entry a row
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 32, 151936, 4096, 64));
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 65, 151936, 4096, 64));
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 40, 151936, 4096, 32));  // tile_max_tokens 32: cuBLAS
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 40, 4096, 4096, 64));    // 1 row per tile
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx + 1, 40, 151936, 4096, 64));
+  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 48, 12288, 4096, 64));   // an 8B model's gate|up
+  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 48, 12304, 4096, 64));  // inter not a multiple of 32
+  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 48, 1024, 4096, 64));   // 1 row per tile
+  const auto m = MakeMatrix(testing::GaussianWeights(int64_t{96} * 64, 0.02f, 3), 96, 64);
+  EXPECT_EQ(Df11WgmmaTileGemmGated(Activation::kSilu, dx, m->lanes[4].lanes(), m->unit.unit().sign_mantissa, nullptr,
+                                   40, 48, nullptr, nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);  // inter 48: a CTA's 32 gate rows would run into the up rows
+  EXPECT_EQ(Df11WgmmaTileGemmGated(Activation::kSilu, dx, m->lanes[2].lanes(), m->unit.unit().sign_mantissa, nullptr,
+                                   40, 48, nullptr, nullptr)
+                .code(),
+            StatusCode::kInvalidArgument);  // 1 row per tile
+  EXPECT_EQ(cuda::WgmmaTileGemmGated(Activation::kSilu, dx, dx, nullptr, 40, 48, 64, nullptr, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(cuda::WgmmaTileGemmGated(Activation::kSilu, dx, dx, nullptr, 40, 0, 64, nullptr, nullptr).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
