@@ -119,19 +119,14 @@ __device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Cache slots of keys [start, start + kTileKeys) into slots (-1 past hi); threads 0..kTileKeys-1.
-// j / bs by a float reciprocal corrected by one step (exact for j < 2^24; positions are), the table
-// read at min(j, hi): a few instructions where an integer division took ~20 (ncu, decode at batch 64).
+// Cache slots of keys [start, start + kTileKeys) into slots (-1 past hi; SlotOf); threads
+// 0..kTileKeys-1.
 __device__ __forceinline__ void FillSlots(const PagedKvLayer& cache, const int32_t* table, int64_t start, int64_t hi,
                                           int32_t* slots) {
   if (threadIdx.x < kTileKeys) {
     const int bs = static_cast<int>(cache.block_size);
-    const int j = static_cast<int>(start) + static_cast<int>(threadIdx.x), jj = min(j, static_cast<int>(hi));
-    int b = __float2int_rz(static_cast<float>(jj) * (1.0f / static_cast<float>(bs)));
-    const int off = jj - b * bs;
-    b += off >= bs ? 1 : off < 0 ? -1 : 0;
-    const int32_t slot = table[b] * bs + (jj - b * bs);
-    slots[threadIdx.x] = j <= hi ? slot : -1;
+    slots[threadIdx.x] = SlotOf(table, bs, 1.0f / static_cast<float>(bs),
+                                static_cast<int>(start) + static_cast<int>(threadIdx.x), static_cast<int>(hi));
   }
 }
 

@@ -1,7 +1,7 @@
 // What the paged-attention kernels share (cuda_attention.cu: the mma.sync kernel for every head
 // dim, prefill and decode; cuda_attention_wgmma.cu: the Hopper prefill kernel for head dims 65..128):
-// the prefill block's rows, the softmax's log2 domain, the bf16 packing and merge weights, and the
-// launch of the Hopper kernel. Included only by .cu files.
+// the prefill block's rows, the softmax's log2 domain, the bf16 packing and merge weights, the
+// cache-slot lookup of a key, and the launch of the Hopper kernel. Included only by .cu files.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,6 +29,19 @@ __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
 
 // Weight 2^(m - top) of a partial whose max is m within a merge whose max is top (0 for an empty one).
 __device__ __forceinline__ float Weight(float m, float top) { return m == -INFINITY ? 0.0f : exp2f(m - top); }
+
+// The cache slot of a sequence's position j (table[j / bs] * bs + j % bs; table: the sequence's
+// block table, bs the block size, inv_bs = 1.0f / bs) for j <= hi, else -1; the table is read at
+// min(j, hi). j / bs by the float reciprocal corrected by one step: exact for j < 2^24 (positions
+// are), a few instructions where an integer division took ~20 (ncu, decode at batch 64). Both
+// attention kernels' tile copies look their keys' slots up with it.
+__device__ __forceinline__ int32_t SlotOf(const int32_t* table, int bs, float inv_bs, int j, int hi) {
+  const int jj = min(j, hi);
+  int b = __float2int_rz(static_cast<float>(jj) * inv_bs);
+  const int off = jj - b * bs;
+  b += off >= bs ? 1 : off < 0 ? -1 : 0;
+  return j <= hi ? table[b] * bs + (jj - b * bs) : -1;
+}
 
 // The Hopper prefill kernel (cuda_attention_wgmma.cu, built for sm_90a): whether it serves this
 // head dim on this GPU (compute capability 9.0, head dims 65..128), and its launch over a batch

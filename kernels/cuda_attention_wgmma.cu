@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t order = blockIdx.x + int64_t{gridDim.x} * blockIdx.y;
   const int64_t tile = order / gridDim.y, kv_head = order % gridDim.y;
   const int64_t t0 = batch.tiles[2 * tile], n_tok = batch.tiles[2 * tile + 1];
-  const int hi = batch.positions[t0 + n_tok - 1];  // positions fit int32 (and < 2^24: Slot)
+  const int hi = batch.positions[t0 + n_tok - 1];  // positions fit int32 (and < 2^24: SlotOf)
   const int lo = p.sliding_window > 0 ? max(0, batch.positions[t0] - static_cast<int>(p.sliding_window) + 1) : 0;
   const int tiles = hi >= lo ? (hi - lo) / kKeys + 1 : 0;
 
@@ -165,8 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (tid >= kConsumerThreads) {
     // The copying warpgroup: tile t into stage t % kStages once every consumer warp released the
-    // tile before it there. Thread i looks up key i's cache slot (j / bs by a float reciprocal,
-    // corrected by one step, exact for j < 2^24; the table read at min(j, hi)), then copies chunk
+    // tile before it there. Thread i looks up key i's cache slot (SlotOf), then copies chunk
     // i % 16 of keys i / 16 + 8 k (zeros past hi and past head_dim).
     ShrinkRegisters<kProducerRegisters>();
     const int i_p = tid - kConsumerThreads;
@@ -184,13 +183,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int stage = t % kStages;
       if (t >= kStages) BarrierWait(&empty[stage], (t / kStages - 1) & 1);
       int32_t* slots = slot_s + stage * kKeys;
-      {
-        const int j = lo + t * kKeys + i_p, jj = min(j, hi);
-        int b = __float2int_rz(static_cast<float>(jj) * inv_bs);
-        const int off = jj - b * bs;
-        b += off >= bs ? 1 : off < 0 ? -1 : 0;
-        slots[i_p] = j <= hi ? table[b] * bs + (jj - b * bs) : -1;
-      }
+      slots[i_p] = SlotOf(table, bs, inv_bs, lo + t * kKeys + i_p, hi);
       NamedSync(kSlotsBarrier, kThreads - kConsumerThreads);
       uint8_t* k_t = kv_s + stage * kStageBytes;
       uint8_t* v_t = k_t + 2 * kTileBlockBytes;

@@ -397,19 +397,19 @@ Status Launch(Loader ld, const uint16_t* x, const float* bias, int64_t n, int64_
 template <int kTokens>
 Status LaunchBf16(int config, const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n,
                   int64_t k, bool accumulate, Gate gate, uint16_t* y, GpuStream stream) {
-  constexpr bool kWide = kTokens > 64;
+  // Stage buffers (one CTA an SM), and CTAs an SM with one buffer.
+  constexpr int kBuffers = kTokens > 64 ? 2 : 3, kOneBufferBlocks = kTokens > 64 ? 2 : 3;
+  using OneBuffer = Bf16Loader<1, kOneBufferBlocks>;
+  using Buffers = Bf16Loader<kBuffers, 1>;
   switch (config) {
     case 1:
     case 3:
     case 4:
-      return Launch<8, kTokens>(Bf16Loader < 1, kWide ? 2 : 3 > {w, n, k}, x, bias, n, k, tokens, accumulate, gate, y,
-                                stream);
+      return Launch<8, kTokens>(OneBuffer{w, n, k}, x, bias, n, k, tokens, accumulate, gate, y, stream);
     case 2:
-      return Launch<16, kTokens>(Bf16Loader < kWide ? 2 : 3, 1 > {w, n, k}, x, bias, n, k, tokens, accumulate, gate, y,
-                                 stream);
+      return Launch<16, kTokens>(Buffers{w, n, k}, x, bias, n, k, tokens, accumulate, gate, y, stream);
     default:
-      return Launch<8, kTokens>(Bf16Loader < kWide ? 2 : 3, 1 > {w, n, k}, x, bias, n, k, tokens, accumulate, gate, y,
-                                stream);
+      return Launch<8, kTokens>(Buffers{w, n, k}, x, bias, n, k, tokens, accumulate, gate, y, stream);
   }
 }
 
