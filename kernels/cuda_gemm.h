@@ -87,9 +87,10 @@ Status WgmmaGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_
 // The Hopper tensor-core linear on the tiles of fixed lanes with 4 rows per tile
 // (cuda_wgmma_tile.cu; sm_90a): y[T, N] = x[T, K] · W[N, K]^T (+ bias [N] fp32) (+ y) for
 // 1 <= T <= kWgmmaTileMaxTokens, 64 rows of W a CTA, K in stages of 256 columns multiplied by
-// wgmma (one kernel for 1-64 tokens, another for 65-128: a stage of x holds 64 or 128 tokens). The fused DF11 linear Df11WgmmaTileGemm (df11_lanes_cuda.h) runs the same instructions
-// on the same stage bits: same x, bias and W give the same bits, for configurations of the same
-// warps. `config` (the pipeline; bench/wgmma_tile_bench measures them): 0: 8 warps, three stage
+// wgmma (one kernel for 1-64 tokens, another for 65-128: a stage of x holds 64 or 128 tokens).
+// The fused DF11 linear Df11WgmmaTileGemm (df11_lanes_cuda.h) runs the same instructions on the
+// same stage bits: same x, bias and W give the same bits, for configurations of the same warps.
+// `config` (the pipeline; bench/wgmma_tile_bench measures them): 0: 8 warps, three stage
 // buffers (BF16) or one at 3 CTAs per SM (DF11); 1: 8 warps, one buffer at 3 CTAs per SM (BF16) or
 // two (DF11); 2: 16 warps, three (BF16) or two (DF11) buffers; 3: as 1, but DF11 with one buffer at
 // 2 CTAs per SM; 4: as 3, stage s + 1's raw words loading while stage s decodes. 0, 1, 3 and 4

@@ -27,9 +27,8 @@
 // Used by the model (cuda_gemm.h, WgmmaTileApplies) for the matrices of 4 rows per tile at 33-64
 // tokens, in both formats: on the H100 the 8B step's gate|up with its activation (the gated form)
 // runs 0.83-0.91x (BF16) and 0.95-0.97x (DF11) the time of what ran before, lm_head 0.98-0.99x and
-// 0.86-0.87x
-// (bench/results/wgmma_tile_h100_gated*.log; a decode step at batch 33 / 48 / 64 0.3-0.5 ms faster
-// in BF16 and 0.1-0.3 in DF11: ab_h100_wgmma_tile.log). Below 33 tokens DF11 loses to
+// 0.86-0.87x (bench/results/wgmma_tile_h100_gated*.log; a decode step at batch 33 / 48 / 64
+// 0.3-0.5 ms faster in BF16 and 0.1-0.3 in DF11: ab_h100_wgmma_tile.log). Below 33 tokens DF11 loses to
 // Df11TileGemmGated (1.05-1.19x at 16-32). The first measurements, at 33-64 tokens
 // (wgmma_tile_h100_*.log of 2026-11-26, docs/df11-lanes.md, "The DF11 producer for wgmma"): the
 // decoder, at 16 warps an SM, decodes 730-950 G weights/s, where Df11TileGemm's 24 warps reach
