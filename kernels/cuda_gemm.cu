@@ -65,7 +65,7 @@ Status GemmHandle::Init(GpuStream stream) {
 Status GemmHandle::Gemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
                         uint16_t* y) {
   if (handle_ == nullptr) return FailedPrecondition("GEMM handle not initialised");
-  if (WgmmaTileApplies(x, tokens, n, k, wgmma_tile_max_tokens()) && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+  if (RunsWgmmaTile(x, w, tokens, n, k)) {
     return WgmmaTileGemm(x, w, nullptr, tokens, n, k, accumulate, y, stream_, kWgmmaTileModelConfig);
   }
   if (RunsTile(x, w, tokens, k)) return cuda::TileGemm(x, w, nullptr, tokens, n, k, accumulate, y, stream_);
@@ -142,7 +142,7 @@ Status GemmHandle::LtGemmBias(const uint16_t* x, const uint16_t* w, const uint16
 Status GemmHandle::GemmBias(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n,
                             int64_t k, uint16_t* y, GpuStream stream) {
   if (handle_ == nullptr) return FailedPrecondition("GEMM handle not initialised");
-  if (WgmmaTileApplies(x, tokens, n, k, wgmma_tile_max_tokens()) && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+  if (RunsWgmmaTile(x, w, tokens, n, k)) {
     return WgmmaTileGemm(x, w, bias, tokens, n, k, false, y, stream, kWgmmaTileModelConfig);
   }
   if (RunsTile(x, w, tokens, k)) return cuda::TileGemm(x, w, bias, tokens, n, k, false, y, stream);

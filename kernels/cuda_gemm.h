@@ -174,6 +174,11 @@ class GemmHandle {
   bool RunsTile(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k) const {
     return tokens <= tile_max_tokens_ && TileGemmApplies(x, w, tokens, k);
   }
+  // Whether they run WgmmaTileGemm instead (WgmmaTileApplies, up to wgmma_tile_max_tokens(), W
+  // 16-byte aligned).
+  bool RunsWgmmaTile(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k) const {
+    return WgmmaTileApplies(x, tokens, n, k, wgmma_tile_max_tokens()) && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  }
   Status LtGemmBias(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t tokens, int64_t n, int64_t k,
                     uint16_t* y, GpuStream stream, bool* done);
 

@@ -157,8 +157,8 @@ struct Df11Loader : fixed_lanes::TileDecoder<kR, kTilesPerWarp, kTiles> {
 
 template <typename Loader, int kTokens>
 constexpr int SharedBytes() {
-  // W's and x's stage buffers, + room to align to 1024
-  return Loader::kStages * (kStageBytes + kXStageBytes<kTokens>)+1024;
+  constexpr int kStage = kStageBytes + kXStageBytes<kTokens>;  // W's and x's
+  return Loader::kStages * kStage + 1024;                      // + room to align to 1024
 }
 
 // Grid: ceil(n / 64) CTAs of kWarps warps (a gate|up linear, ld.inter > 0: inter / 32), for
@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(kWarps * 32, Loader::kBlocks)
     // The sums through shared memory (the stages are free once every warpgroup's wgmma is done):
     // red[token][row], then thread i takes output row i % 32 of token i / 32.
     constexpr int kPitch = kRows + 4;
-    static_assert(kTokens * kPitch * 4 <= kStages * (kStageBytes + kXStageBytes<kTokens>), "the sums fit");
+    static_assert(kTokens * kPitch * 4 + 1024 <= SharedBytes<Loader, kTokens>(), "the sums fit");
     float* red = reinterpret_cast<float*>(wbuf);
     __syncthreads();
     if (multiplies) {
