@@ -469,9 +469,9 @@ Status Bf16Linear(const uint16_t* x, const uint16_t* w, const float* bias, int64
 Status Df11Linear(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa, const float* bias,
                   int64_t tokens, bool accumulate, Gate gate, uint16_t* y, GpuStream stream, int config,
                   const char* name) {
-  if (w.code != LaneCode::kFixed3 || w.rows_per_tile != kR || w.words == nullptr ||
-      reinterpret_cast<uintptr_t>(sign_mantissa) % 8 != 0 || sign_mantissa == nullptr ||
-      !Operands(x, tokens, w.rows, w.cols, config) ||
+  static_assert(kR == 4, "Df11WgmmaTileLanes (df11_lanes_cuda.h) names 4 rows per tile");
+  if (!Df11WgmmaTileLanes(w) || w.words == nullptr || reinterpret_cast<uintptr_t>(sign_mantissa) % 8 != 0 ||
+      sign_mantissa == nullptr || !Operands(x, tokens, w.rows, w.cols, config) ||
       (gate.inter > 0 && (!GatedRows(gate.inter) || w.rows != 2 * gate.inter))) {
     return InvalidArgument(std::string(name) + ": " + Shape(tokens, w.rows, w.cols) +
                            " needs fixed lanes of 4 rows per tile, 1.." + std::to_string(kMaxTokens) +

@@ -124,6 +124,10 @@ bool Df11TileGemmGatedApplies(const uint16_t* x, const DeviceLanes& w, int64_t t
 // token counts or alignments; FAILED_PRECONDITION on a GPU that is not compute capability 9.0.
 Status Df11WgmmaTileGemm(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa, const float* bias,
                          int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream, int config = 0);
+// Whether Df11WgmmaTileGemm(Gated) takes these lanes: fixed lanes of 4 rows per tile. A model's linear
+// runs it where this holds and cuda::WgmmaTileApplies (its BF16 twin's choice) does; other lanes there
+// go through the scratch into GemmHandle.
+inline bool Df11WgmmaTileLanes(const DeviceLanes& w) { return w.code == LaneCode::kFixed3 && w.rows_per_tile == 4; }
 // Df11WgmmaTileGemm of a gate|up linear and its gated activation in one launch: out[T, inter] as
 // cuda::WgmmaTileGemmGated gives on W's BF16 twin with a `config` of the same warps. For fixed lanes
 // of 4 rows per tile with w.rows == 2 inter and inter % 32 == 0; INVALID_ARGUMENT otherwise.

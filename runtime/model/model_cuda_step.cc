@@ -184,7 +184,7 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
     // cuda::WgmmaTileApplies.
     const DeviceLanes& l = lanes[w.lanes].lanes();
     if (cuda::WgmmaTileApplies(x, tokens, w.out_features, w.in_features, gemm.wgmma_tile_max_tokens())) {
-      if (l.code == LaneCode::kFixed3 && l.rows_per_tile == 4) {
+      if (Df11WgmmaTileLanes(l)) {
         return TimedGemm([&] {
           return Df11WgmmaTileGemm(x, l, SignMantissa(w), w.bias, tokens, false, y, stream,
                                    cuda::WgmmaTileDf11Config(false, tokens));
@@ -226,7 +226,7 @@ Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t*
       // Both formats on the wgmma tile linear (cuda_gemm.h, WgmmaTileApplies).
       if (w.lanes >= 0) {
         const DeviceLanes& l = lanes[w.lanes].lanes();
-        if (l.code == LaneCode::kFixed3 && l.rows_per_tile == 4) {
+        if (Df11WgmmaTileLanes(l)) {
           return TimedGemm([&] {
             return Df11WgmmaTileGemmGated(act, x, l, SignMantissa(w), w.bias, tokens, inter, out, stream,
                                           cuda::WgmmaTileDf11Config(true, tokens));

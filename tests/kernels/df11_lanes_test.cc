@@ -284,6 +284,21 @@ TEST(Df11FixedLanes, Errors) {
 TEST(Df11LanesCuda, FusedGemv) { GTEST_SKIP() << "built without CUDA (nvcc not found): fused DF11 GEMV not tested"; }
 #else
 
+// Which lanes the wgmma tile linear takes (host-only: no GPU needed).
+TEST(Df11Lanes, WgmmaTileTakesFixedLanesOfFourRows) {
+  DeviceLanes w;
+  w.code = LaneCode::kFixed3;
+  w.rows_per_tile = 4;
+  EXPECT_TRUE(Df11WgmmaTileLanes(w));
+  for (int r : {1, 2}) {
+    w.rows_per_tile = r;
+    EXPECT_FALSE(Df11WgmmaTileLanes(w)) << r << " rows per tile";
+  }
+  w.code = LaneCode::kHuffman;
+  w.rows_per_tile = 4;
+  EXPECT_FALSE(Df11WgmmaTileLanes(w));
+}
+
 #define REQUIRE_GPU()         \
   if (CudaDeviceCount() == 0) \
   GTEST_SKIP() << "no CUDA device: fused DF11 GEMV not tested here (run scripts/gpu/run-gpu-checks.sh)"
@@ -717,6 +732,10 @@ TEST(Df11LanesCuda, FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit) {
   EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 48, 12304, 4096, 64));  // inter not a multiple of 32
   EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 48, 1024, 4096, 64));   // 1 row per tile
   const auto m = MakeMatrix(testing::GaussianWeights(int64_t{96} * 64, 0.02f, 3), 96, 64);
+  EXPECT_TRUE(Df11WgmmaTileLanes(m->lanes[4].lanes()));
+  EXPECT_FALSE(Df11WgmmaTileLanes(m->lanes[2].lanes()));  // fixed, 1 row per tile
+  EXPECT_FALSE(Df11WgmmaTileLanes(m->lanes[3].lanes()));  // fixed, 2 rows per tile
+  EXPECT_FALSE(Df11WgmmaTileLanes(m->lanes[1].lanes()));  // Huffman, 4 rows per tile
   EXPECT_EQ(Df11WgmmaTileGemmGated(Activation::kSilu, dx, m->lanes[4].lanes(), m->unit.unit().sign_mantissa, nullptr,
                                    40, 48, nullptr, nullptr)
                 .code(),
