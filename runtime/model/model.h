@@ -68,8 +68,9 @@ struct ModelOptions {
   // first). A DF11 model and its BF16 twin give the same bits when both load with the same value.
   // On an H100, 8B shape, batch 64 (bench/results/model_step_h100_tile64_final.json, _tile32_run*):
   // 64 makes a DF11 step 17.0 ms instead of 21.0 and a BF16 step 12.6 instead of 10.4 (cuBLAS is
-  // faster than the BF16 TileGemm there); 32 keeps a BF16-only deployment's cuBLAS. Others:
-  // INVALID_ARGUMENT.
+  // faster than the BF16 TileGemm there); 32 keeps a BF16-only deployment's cuBLAS (on an H200 a
+  // BF16 step at batch 64 7.0 ms instead of 10.2, bench/results/ab_h200_tile_max_tokens.log; docs/api.md).
+  // Others: INVALID_ARGUMENT.
   int tile_max_tokens = 64;
   // kCuda on a compute capability 9.0 GPU: the matrices a DF11 model keeps at 4 rows per tile
   // (gate|up and lm_head of the 8B shape) run the Hopper wgmma tile linear from 33 to
