@@ -7,11 +7,15 @@
 // decoders and the chunk decoder, weights/s), beside the read roofline measured in the same run. Each timed call reads
 // a different copy of the weights (copies fill > 1 GB), so the 50 MB L2 never holds them. CUDA events, 3 warm-ups,
 // median of 30. Random N(0, 0.02) BF16 weights. Checks that both fused GEMVs give the BF16 Gemv's
-// bits. Prints a table; --json FILE writes the numbers.
+// bits. Prints a table; --json FILE writes the numbers. --fixed-rows R (1, 2 or 4) builds every
+// matrix's fixed lanes with R rows per tile, and runs TileGemm with R too (a layout the model does
+// not use; 0, the default: FixedRowsPerTile, the model's). --only NAME runs that linear alone (for
+// a profiler).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -41,6 +45,16 @@ struct Copy {
 
 int Main(int argc, char** argv) {
   const std::string json_path = JsonPathArg(argc, argv);
+  int fixed_rows = 0;
+  std::string only;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--fixed-rows") fixed_rows = std::atoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--only") only = argv[i + 1];
+  }
+  if (fixed_rows != 0 && fixed_rows != 1 && fixed_rows != 2 && fixed_rows != 4) {
+    std::fprintf(stderr, "df11_gemv_bench: --fixed-rows takes 1, 2 or 4, got %d\n", fixed_rows);
+    return 2;
+  }
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   const double roofline = ReadBandwidthBytesPerSecond();
@@ -64,6 +78,7 @@ int Main(int argc, char** argv) {
   std::printf("%-13s %3s | %9s %9s %9s %9s | %6s %6s %6s | %s\n", "linear", "T", "bf16 ms", "fused ms", "fixed ms",
               "scratch", "fu/bf", "fx/bf", "sc/bf", "bits");
   for (const StepLinear& s : kQwen3_8bStepLinears) {
+    if (!only.empty() && only != s.name) continue;
     const uint64_t n = static_cast<uint64_t>(s.n) * s.k;
     std::vector<uint16_t> host(n);
     for (uint64_t i = 0; i < n; ++i) host[i] = pool[(i + s.n) % pool.size()];
@@ -75,7 +90,8 @@ int Main(int argc, char** argv) {
     Check(codes.status());
     auto lanes = BuildLaneStreams(*codes, host, s.n, s.k, LaneRowsPerTile(s.n), s.name);
     Check(lanes.status());
-    auto fixed = BuildFixedLaneStreams(host, ExponentHistogram(host), s.n, s.k, FixedRowsPerTile(s.n, s.k), s.name);
+    auto fixed = BuildFixedLaneStreams(host, ExponentHistogram(host), s.n, s.k,
+                                       fixed_rows != 0 ? fixed_rows : FixedRowsPerTile(s.n, s.k), s.name);
     Check(fixed.status());
     const uint64_t fixed_bytes = fixed->bytes() + enc->sign_mantissa.size();
     const uint64_t df11_bytes = enc->encoded_exponent.size() + enc->sign_mantissa.size() + enc->gaps.size() +
@@ -180,7 +196,7 @@ int Main(int argc, char** argv) {
     for (int b = 0; b < kTileBuckets; ++b) {
       const int64_t t = kTileTokens[b];
       const double tile = MedianMs(copies, [&](int i) {
-        Check(cuda::TileGemm(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
+        Check(cuda::TileGemm(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr, fixed_rows));
       });
       const double cublas =
           MedianMs(copies, [&](int i) { Check(gemm.CublasGemm(x, c[i].plain.as<uint16_t>(), t, s.n, s.k, false, y)); });
@@ -191,7 +207,7 @@ int Main(int argc, char** argv) {
         Check(LaunchLanesDecode(c[i].fixed.lanes(), {}, c[i].unit.unit().sign_mantissa, out, nullptr));
         Check(gemm.CublasGemm(x, out, t, s.n, s.k, false, y));
       });
-      Check(cuda::TileGemm(x, c[0].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
+      Check(cuda::TileGemm(x, c[0].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr, fixed_rows));
       Check(Df11TileGemm(x, c[0].fixed.lanes(), c[0].unit.unit().sign_mantissa, nullptr, t, false, y2, nullptr));
       std::vector<uint16_t> a(t * s.n), f(t * s.n);
       CK(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
