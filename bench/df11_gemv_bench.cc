@@ -10,7 +10,7 @@
 // bits. Prints a table; --json FILE writes the numbers. --fixed-rows R (1, 2 or 4) builds every
 // matrix's fixed lanes with R rows per tile, and runs TileGemm with R too (a layout the model does
 // not use; 0, the default: FixedRowsPerTile, the model's). --only NAME runs that linear alone (for
-// a profiler).
+// a profiler; the step totals then count it alone).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -53,6 +53,12 @@ int Main(int argc, char** argv) {
   }
   if (fixed_rows != 0 && fixed_rows != 1 && fixed_rows != 2 && fixed_rows != 4) {
     std::fprintf(stderr, "df11_gemv_bench: --fixed-rows takes 1, 2 or 4, got %d\n", fixed_rows);
+    return 2;
+  }
+  if (!only.empty() && std::none_of(std::begin(kQwen3_8bStepLinears), std::end(kQwen3_8bStepLinears),
+                                    [&](const StepLinear& s) { return only == s.name; })) {
+    std::fprintf(stderr, "df11_gemv_bench: --only names no linear of the step (q|k|v_proj, o_proj, ...): %s\n",
+                 only.c_str());
     return 2;
   }
   cudaDeviceProp prop{};
