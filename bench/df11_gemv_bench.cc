@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -45,16 +44,16 @@ struct Copy {
 
 int Main(int argc, char** argv) {
   const std::string json_path = JsonPathArg(argc, argv);
-  int fixed_rows = 0;
-  std::string only;
+  std::string rows_arg, only;
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--fixed-rows") fixed_rows = std::atoi(argv[i + 1]);
+    if (std::string(argv[i]) == "--fixed-rows") rows_arg = argv[i + 1];
     if (std::string(argv[i]) == "--only") only = argv[i + 1];
   }
-  if (fixed_rows != 0 && fixed_rows != 1 && fixed_rows != 2 && fixed_rows != 4) {
-    std::fprintf(stderr, "df11_gemv_bench: --fixed-rows takes 1, 2 or 4, got %d\n", fixed_rows);
+  if (!rows_arg.empty() && rows_arg != "1" && rows_arg != "2" && rows_arg != "4") {
+    std::fprintf(stderr, "df11_gemv_bench: --fixed-rows takes 1, 2 or 4, got %s\n", rows_arg.c_str());
     return 2;
   }
+  const int fixed_rows = rows_arg.empty() ? 0 : rows_arg[0] - '0';
   if (!only.empty() && std::none_of(std::begin(kQwen3_8bStepLinears), std::end(kQwen3_8bStepLinears),
                                     [&](const StepLinear& s) { return only == s.name; })) {
     std::fprintf(stderr, "df11_gemv_bench: --only names no linear of the step (q|k|v_proj, o_proj, ...): %s\n",
