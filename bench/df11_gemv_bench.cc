@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -155,11 +156,14 @@ int Main(int argc, char** argv) {
       const double bf16 = MedianMs(copies, [&](int i) {
         Check(cuda::Gemv(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
       });
-      const double fused = MedianMs(copies, [&](int i) {
+      // The Huffman lanes' GEMV does not run a matrix whose 1-token sums split (Df11GemvTakes): NaN, "n/a".
+      const bool huffman = Df11GemvTakes(c[0].lanes.lanes(), t);
+      const double fused = !huffman ? std::nan("") : MedianMs(copies, [&](int i) {
         Check(Df11Gemv(x, c[i].lanes.lanes(), TablesOf(c[i].unit.unit()), c[i].unit.unit().sign_mantissa, nullptr, t,
                        false, y2, nullptr));
       });
-      const double fused_fixed = MedianMs(copies, [&](int i) {
+      const bool fixed_takes = Df11GemvTakes(c[0].fixed.lanes(), t);  // not: --fixed-rows 1 or 2 where sums split
+      const double fused_fixed = !fixed_takes ? std::nan("") : MedianMs(copies, [&](int i) {
         Check(Df11Gemv(x, c[i].fixed.lanes(), {}, c[i].unit.unit().sign_mantissa, nullptr, t, false, y2, nullptr));
       });
       const double via_scratch = MedianMs(copies, [&](int i) {
@@ -168,14 +172,18 @@ int Main(int argc, char** argv) {
       });
       // Bits: the fused GEMV against the BF16 Gemv on the same x.
       Check(cuda::Gemv(x, c[0].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
-      Check(Df11Gemv(x, c[0].lanes.lanes(), TablesOf(c[0].unit.unit()), c[0].unit.unit().sign_mantissa, nullptr, t,
-                     false, y2, nullptr));
       std::vector<uint16_t> a(t * s.n), b(t * s.n);
       CK(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(b.data(), y2, b.size() * 2, cudaMemcpyDeviceToHost));
-      Check(Df11Gemv(x, c[0].fixed.lanes(), {}, c[0].unit.unit().sign_mantissa, nullptr, t, false, y2, nullptr));
+      if (huffman) {
+        Check(Df11Gemv(x, c[0].lanes.lanes(), TablesOf(c[0].unit.unit()), c[0].unit.unit().sign_mantissa, nullptr, t,
+                       false, y2, nullptr));
+        CK(cudaMemcpy(b.data(), y2, b.size() * 2, cudaMemcpyDeviceToHost));
+      }
       std::vector<uint16_t> f(t * s.n);
-      CK(cudaMemcpy(f.data(), y2, f.size() * 2, cudaMemcpyDeviceToHost));
+      if (fixed_takes) {
+        Check(Df11Gemv(x, c[0].fixed.lanes(), {}, c[0].unit.unit().sign_mantissa, nullptr, t, false, y2, nullptr));
+        CK(cudaMemcpy(f.data(), y2, f.size() * 2, cudaMemcpyDeviceToHost));
+      }
       const bool same = a == b, same_fixed = a == f;
       step_bf16[t] += s.per_step * bf16;
       step_fused[t] += s.per_step * fused;
@@ -183,15 +191,27 @@ int Main(int argc, char** argv) {
       step_scratch[t] += s.per_step * via_scratch;
       std::printf("%-13s %3ld | %9.4f %9.4f %9.4f %9.4f | %6.3f %6.3f %6.3f | %s %s\n", s.name, static_cast<long>(t),
                   bf16, fused, fused_fixed, via_scratch, fused / bf16, fused_fixed / bf16, via_scratch / bf16,
-                  same ? "same" : "DIFFER", same_fixed ? "same" : "DIFFER");
+                  !huffman ? "n/a"
+                  : same   ? "same"
+                           : "DIFFER",
+                  !fixed_takes ? "n/a"
+                  : same_fixed ? "same"
+                               : "DIFFER");
       json +=
           std::string(first_row ? "" : ",") + "\n  {\"linear\": \"" + s.name + "\", \"n\": " + std::to_string(s.n) +
           ", \"k\": " + std::to_string(s.k) + ", \"tokens\": " + std::to_string(t) +
-          ", \"bf16_gemv_ms\": " + std::to_string(bf16) + ", \"df11_fused_ms\": " + std::to_string(fused) +
-          ", \"df11_decode_then_gemv_ms\": " + std::to_string(via_scratch) +
-          ", \"fused_bits_equal_bf16\": " + (same ? "true" : "false") +
-          ", \"df11_fixed_fused_ms\": " + std::to_string(fused_fixed) +
-          ", \"fixed_bits_equal_bf16\": " + (same_fixed ? "true" : "false") +
+          ", \"bf16_gemv_ms\": " + std::to_string(bf16) +
+          ", \"df11_fused_ms\": " + (std::isnan(fused) ? std::string("null") : std::to_string(fused)) +
+          ", \"df11_decode_then_gemv_ms\": " + std::to_string(via_scratch) + ", \"fused_bits_equal_bf16\": " +
+          (!huffman ? "null"
+           : same   ? "true"
+                    : "false") +
+          ", \"df11_fixed_fused_ms\": " +
+          (std::isnan(fused_fixed) ? std::string("null") : std::to_string(fused_fixed)) +
+          ", \"fixed_bits_equal_bf16\": " +
+          (!fixed_takes ? "null"
+           : same_fixed ? "true"
+                        : "false") +
           ", \"fixed_decode_ms\": " + std::to_string(fixed_decode) +
           ", \"fixed_bytes\": " + std::to_string(fixed_bytes) + ", \"lane_decode_ms\": " + std::to_string(lane_decode) +
           ", \"chunk_decode_ms\": " + std::to_string(chunk_decode) + ", \"bf16_bytes\": " + std::to_string(2 * n) +

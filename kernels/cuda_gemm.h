@@ -19,7 +19,8 @@ namespace df11::cuda {
 // 1 <= T <= kGemvMaxTokens. Decode steps read every weight once per step; on an H100 this beats
 // cuBLAS on every linear at 1-2 tokens (1.03-1.33x), is mixed at 3-4 (0.81-1.97x) and loses at 8
 // (bench/results/gemv_h100.log).
-// Deterministic: a fixed order per row, whatever N (cuda_gemv.cu).
+// Deterministic: a fixed order per row, set by (N, K, T) alone (cuda_gemv.cu; at 1 token a sum splits
+// at GemvSplitChunk(N, K), df11_lanes_fixed.h, as the fused DF11 GEMV's does).
 inline constexpr int64_t kGemvMaxTokens = 4;
 // Whether Gemv takes these operands: T in [1, kGemvMaxTokens], K % 8 == 0, x and W 16-byte aligned.
 bool GemvApplies(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t k);

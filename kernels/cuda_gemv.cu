@@ -2,7 +2,10 @@
 // per 1 or 4 output rows, W streamed once in 16-byte loads (evict-first), x read through L1.
 // Reduction order, fixed (cuda_gemv_internal.cuh, shared with the fused DF11 GEMV): lane l adds its
 // 16-byte chunks l, l + 32, l + 64, ... in order (8 fused multiply-adds each), then a butterfly
-// over the 32 lanes; the same for every row, token and call.
+// over the 32 lanes; the same for every row, token and call. At 1 token a matrix of GemvSplitChunk
+// > 0 (df11_lanes_fixed.h: gate|up) sums its chunks below that chunk and those from it apart, and
+// each lane adds the two sums before the butterfly: the order of the fused DF11 GEMV, which gives
+// each half of such a matrix's tiles to its own warp.
 // Launched as a dependent (programmatic dependent launch, cuda_ops_internal.cuh): while the
 // previous kernel finishes, each warp prefetches its first W chunks into L2, then waits for it
 // before reading x or writing y. (A DF11 model's W is the output of the DF11 decode launched just
@@ -14,6 +17,7 @@
 
 #include "kernels/cuda_gemm.h"
 #include "kernels/cuda_gemv_internal.cuh"
+#include "kernels/df11_lanes_fixed.h"
 
 namespace df11::cuda {
 namespace {
@@ -24,7 +28,8 @@ constexpr int kLoads = 8;
 
 // Grid: ceil(n / (kWarpsPerBlock * kRows)) blocks of kWarpsPerBlock warps; warp w of block b owns
 // rows (b * kWarpsPerBlock + w) * kRows + [0, kRows), so each x chunk read serves kRows rows.
-// bias: [n] fp32 or null; accumulate: y's old value joins the sum.
+// bias: [n] fp32 or null; accumulate: y's old value joins the sum. split: 0, or the chunk (a
+// multiple of 32) where each lane's sum splits in two (GemvSplitChunk, at 1 token).
 // kGated (GemvGated): W is [2 n, k], gate rows then up rows, and y [kTokens, n] gets the gated
 // activation `act` of each gate|up pair: warp w of block b owns pairs (b * kWarpsPerBlock + w) *
 // kRows / 2 + [0, kRows / 2), its rows r < kRows / 2 the gate rows, the others the up rows. Its
@@ -32,10 +37,11 @@ constexpr int kLoads = 8;
 // Gemv of hundreds of blocks that would otherwise take the SM slots of its later waves (H100,
 // Qwen3-8B shape, BF16 step at batch 1: 5.87-5.93 ms against 6.00-6.08 with dependents allowed at
 // the start and 6.01-6.04 unfused; bench/results/ab_h100_gated_gemv.log).
-template <int kTokens, int kRows, bool kGated>
+// kSplit: split > 0 (1 token only).
+template <int kTokens, int kRows, bool kGated, bool kSplit>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     GemvKernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w, const float* __restrict__ bias,
-               int64_t n, int64_t k, bool accumulate, Activation act, uint16_t* __restrict__ y) {
+               int64_t n, int64_t k, bool accumulate, Activation act, int64_t split, uint16_t* __restrict__ y) {
   if constexpr (!kGated) AllowDependents();
   constexpr int kOwn = kGated ? kRows / 2 : kRows;  // output rows of a warp
   const int lane = threadIdx.x % 32;
@@ -75,22 +81,55 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       for (int r = 0; r < kRows; ++r) GemvDot8(wv[r], xv, acc[r][t]);
     }
   };
-  int64_t c = lane;
-  for (; c + 32 * (kUnroll - 1) < chunks; c += 32 * kUnroll) {
-    uint4 wv[kUnroll][kRows];
+  // The lane's chunks c, c + 32, ... below end; at chunk `swap` (an iteration's first) the sums so
+  // far move to `below` and the sums start again from zero.
+  float below[kRows][kTokens];
+  auto sum = [&](int64_t c, int64_t end, int64_t swap) {
+    auto restart = [&] {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+      for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) wv[u][r] = __ldcs(wrow[r] + c + 32 * u);
+        for (int t = 0; t < kTokens; ++t) {
+          below[r][t] = acc[r][t];
+          acc[r][t] = 0.0f;
+        }
+      }
+    };
+    for (; c + 32 * (kUnroll - 1) < end; c += 32 * kUnroll) {
+      if (kSplit && c == swap) restart();
+      uint4 wv[kUnroll][kRows];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) wv[u][r] = __ldcs(wrow[r] + c + 32 * u);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) step(wv[u], c + 32 * u);
+    }
+    for (; c < end; c += 32) {
+      if (kSplit && c == swap) restart();
+      uint4 wv[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) wv[r] = __ldcs(wrow[r] + c);
+      step(wv, c);
+    }
+  };
+  if constexpr (kSplit) {
+    // One pass where the split is an iteration's first chunk (32 kUnroll divides it: gate|up of
+    // the 8B shape), else two.
+    if (split % (32 * kUnroll) == 0) {
+      sum(lane, chunks, split + lane);
+    } else {
+      sum(lane, split, -1);
+      sum(split + lane, chunks, split + lane);
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) step(wv[u], c + 32 * u);
-  }
-  for (; c < chunks; c += 32) {
-    uint4 wv[kRows];
+    for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) wv[r] = __ldcs(wrow[r] + c);
-    step(wv, c);
+      for (int t = 0; t < kTokens; ++t) acc[r][t] = below[r][t] + acc[r][t];
+    }
+  } else {
+    sum(lane, chunks, -1);
   }
   if constexpr (kGated) {
     AllowDependents();  // see GemvKernel's comment
@@ -105,9 +144,18 @@ void LaunchRows(const uint16_t* x, const uint16_t* w, const float* bias, int64_t
                 uint16_t* y, cudaStream_t s, Activation act = Activation::kSilu) {
   constexpr int kOwn = kGated ? kRows / 2 : kRows;
   const int64_t blocks = (n + kWarpsPerBlock * kOwn - 1) / (kWarpsPerBlock * kOwn);
+  // W's rows: n, or 2 n of a gate|up linear.
+  const int64_t split = kTokens == 1 ? GemvSplitChunk(kGated ? 2 * n : n, k) : 0;
   // An error shows in Gemv's CheckLaunch.
-  LaunchDependent(GemvKernel<kTokens, kRows, kGated>, dim3(static_cast<unsigned>(blocks)), dim3(kWarpsPerBlock * 32), s,
-                  x, w, bias, n, k, accumulate, act, y);
+  if constexpr (kTokens == 1) {
+    if (split > 0 && split < k / 8) {
+      LaunchDependent(GemvKernel<kTokens, kRows, kGated, true>, dim3(static_cast<unsigned>(blocks)),
+                      dim3(kWarpsPerBlock * 32), s, x, w, bias, n, k, accumulate, act, split, y);
+      return;
+    }
+  }
+  LaunchDependent(GemvKernel<kTokens, kRows, kGated, false>, dim3(static_cast<unsigned>(blocks)),
+                  dim3(kWarpsPerBlock * 32), s, x, w, bias, n, k, accumulate, act, int64_t{0}, y);
 }
 
 // f.template operator()<kTokens>() for kTokens = tokens (1..kGemvMaxTokens).

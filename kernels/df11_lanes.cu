@@ -155,6 +155,13 @@ Status CheckOperands(const DeviceLanes& w, const uint8_t* sm) {
                            " rows per tile needs cols % 8 == 0, 1 or 4 rows per tile (2 for fixed lanes), 8-byte "
                            "aligned sign_mantissa and, for fixed lanes, non-empty escape arrays");
   }
+  // A split state only where the BF16 Gemv splits (GemvSplitChunk), in the layout it names.
+  if (w.split_block != 0 && (!fixed || w.rows_per_tile != 4 || w.tile_split == nullptr ||
+                             int64_t{w.split_block} * kLanes != GemvSplitChunk(w.rows, w.cols))) {
+    return InvalidArgument("DF11 lanes: [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) +
+                           "] carry a split state at block " + std::to_string(w.split_block) +
+                           " that is not GemvSplitChunk's for fixed lanes of 4 rows per tile");
+  }
   return Status::Ok();
 }
 
@@ -176,6 +183,7 @@ StatusOr<DeviceLanesBuffer> DeviceLanesBuffer::Upload(const LaneStreams& lanes, 
       {lanes.escapes.data(), 4 * lanes.escapes.size()},
       {lanes.tile_escapes.data(), 4 * lanes.tile_escapes.size()},
       {lanes.tile_rare.data(), 4 * lanes.tile_rare.size()},
+      {lanes.tile_split.data(), 4 * lanes.tile_split.size()},
       {lanes.rare.data(), lanes.rare.size()}};
   uint64_t total = 0;
   for (int r = 0; r < kRegions; ++r) {
@@ -196,6 +204,7 @@ StatusOr<DeviceLanesBuffer> DeviceLanesBuffer::Upload(const LaneStreams& lanes, 
   d.cols = lanes.cols;
   d.rows_per_tile = lanes.rows_per_tile;
   d.tile_stride = lanes.tile_stride;
+  d.split_block = lanes.tile_split.empty() ? 0 : lanes.split_block;
   d.num_escape_words = lanes.escapes.size();
   d.num_rare = lanes.rare.size();
   std::memcpy(d.primary, lanes.primary.data(), sizeof(d.primary));
@@ -212,6 +221,7 @@ void DeviceLanesBuffer::Point() {
   lanes_.escapes = at(kEscapes);
   lanes_.tile_escapes = at(kTileEscapes);
   lanes_.tile_rare = at(kTileRare);
+  lanes_.tile_split = lanes_.split_block != 0 ? at(kTileSplit) : nullptr;
   lanes_.rare = reinterpret_cast<const uint8_t*>(base + offsets_[kRare]);
 }
 
@@ -230,6 +240,11 @@ Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& table
     return InvalidArgument("Df11Gemv: " + std::to_string(tokens) + " tokens (1.." +
                            std::to_string(cuda::kGemvMaxTokens) + ") with 16-byte aligned x");
   }
+  if (!Df11GemvTakes(w, tokens)) {
+    return InvalidArgument("Df11Gemv: the 1-token GEMV of [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) +
+                           "] splits each row's sum at chunk " + std::to_string(GemvSplitChunk(w.rows, w.cols)) +
+                           " (GemvSplitChunk); these lanes hold no split state (fixed lanes built with it do)");
+  }
   switch (tokens) {
     case 1:
       return LaunchCode<1>(x, w, tables, sign_mantissa, bias, accumulate, y, stream);
@@ -242,9 +257,17 @@ Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& table
   }
 }
 
+bool Df11GemvTakes(const DeviceLanes& w, int64_t tokens) {
+  if (tokens != 1 || GemvSplitChunk(w.rows, w.cols) == 0) return true;
+  return w.code == LaneCode::kFixed3 && w.rows_per_tile == 4 && w.split_block != 0 && w.tile_split != nullptr &&
+         int64_t{w.split_block} * kLanes == GemvSplitChunk(w.rows, w.cols);
+}
+
 bool Df11GemvGatedApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens, int64_t inter) {
+  // Not at 1 token where the sums split (GemvSplitChunk): the gated walk takes whole tiles.
   return w.code == LaneCode::kFixed3 && tokens >= 1 && tokens <= 2 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-         inter > 0 && w.rows == 2 * inter && w.rows_per_tile > 0 && inter % w.rows_per_tile == 0;
+         inter > 0 && w.rows == 2 * inter && w.rows_per_tile > 0 && inter % w.rows_per_tile == 0 &&
+         (tokens != 1 || GemvSplitChunk(w.rows, w.cols) == 0);
 }
 
 Status Df11GemvGated(Activation act, const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa,

@@ -52,17 +52,22 @@ struct LaneStreams {
   std::vector<uint32_t> tile_words;
   std::vector<uint32_t> words;  // kHuffman: [tile_words.back() + 64]; kFixed3: [tiles * tile_stride]
   // kFixed3 only (df11_lanes_fixed.h).
-  uint64_t tile_stride = 0;             // words per tile: 96 per block of 4 entries
-  std::vector<uint32_t> escapes;        // escape nibbles, 8 per word, low nibble first; then 64 zero words
-  std::vector<uint32_t> tile_escapes;   // [tiles + 1] word index of each tile's first escape, then the end
-  std::vector<uint8_t> rare;            // full exponents of the escapes whose nibble is 15; then one zero byte
-  std::vector<uint32_t> tile_rare;      // [tiles + 1] index of each tile's first rare byte, then the end
+  uint64_t tile_stride = 0;            // words per tile: 96 per block of 4 entries
+  std::vector<uint32_t> escapes;       // escape nibbles, 8 per word, low nibble first; then 64 zero words
+  std::vector<uint32_t> tile_escapes;  // [tiles + 1] word index of each tile's first escape, then the end
+  std::vector<uint8_t> rare;           // full exponents of the escapes whose nibble is 15; then one zero byte
+  std::vector<uint32_t> tile_rare;     // [tiles + 1] index of each tile's first rare byte, then the end
+  // [tiles][2]: where each tile's block split_block starts, as its escape nibble (from the tile's
+  // first) and its rare byte's index; empty when the matrix's GEMV does not split (GemvSplitChunk).
+  std::vector<uint32_t> tile_split;
+  uint32_t split_block = 0;             // 4 rows per tile: the block whose first chunk is GemvSplitChunk's; 0: no split
   std::array<uint8_t, 8> primary{};     // exponent of codes 0..6; byte 7 (the escape) is 0
   std::array<uint8_t, 16> secondary{};  // exponent of escape nibbles 0..14; byte 15 is 0
 
   int64_t num_tiles() const { return (rows + rows_per_tile - 1) / rows_per_tile; }
   uint64_t bytes() const {
-    return 4 * (tile_words.size() + words.size() + escapes.size() + tile_escapes.size() + tile_rare.size()) +
+    return 4 * (tile_words.size() + words.size() + escapes.size() + tile_escapes.size() + tile_rare.size() +
+                tile_split.size()) +
            rare.size() + (code == LaneCode::kFixed3 ? primary.size() + secondary.size() : 0);
   }
 };

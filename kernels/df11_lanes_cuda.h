@@ -34,14 +34,19 @@ struct DeviceLanes {
   const uint8_t* rare = nullptr;  // [num_rare]
   uint64_t num_rare = 0;
   const uint32_t* tile_rare = nullptr;
+  const uint32_t* tile_split = nullptr;  // LaneStreams::tile_split; null when split_block is 0
+  uint32_t split_block = 0;
   uint32_t primary[2] = {}, secondary[4] = {};  // LaneStreams' tables, little-endian
   int64_t num_tiles() const { return (rows + rows_per_tile - 1) / rows_per_tile; }
 };
 
 // Tiles [first, first + count) of w as a matrix of their rows (W's sign_mantissa then starts
-// first * rows_per_tile * cols bytes on).
+// first * rows_per_tile * cols bytes on), without the split state: the slice's own shape says where
+// its 1-token sums split (GemvSplitChunk), and Df11Gemv refuses it where they do.
 inline DeviceLanes TileSlice(const DeviceLanes& w, int64_t first, int64_t count) {
   DeviceLanes s = w;
+  s.split_block = 0;
+  s.tile_split = nullptr;
   if (w.code == LaneCode::kFixed3) {
     s.tile0 = w.tile0 + first;
   } else {
@@ -73,8 +78,8 @@ class DeviceLanesBuffer {
   Status Reacquire(const void* host, GpuStream stream);
 
  private:
-  // Byte offsets in buffer_ of tile_words, words, escapes, tile_escapes, tile_rare, rare.
-  enum Region { kTileWords, kWords, kEscapes, kTileEscapes, kTileRare, kRare, kRegions };
+  // Byte offsets in buffer_ of tile_words, words, escapes, tile_escapes, tile_rare, tile_split, rare.
+  enum Region { kTileWords, kWords, kEscapes, kTileEscapes, kTileRare, kTileSplit, kRare, kRegions };
   void Point();  // lanes_'s pointers from buffer_ and offsets_
   cuda::DeviceBuffer buffer_;
   uint64_t offsets_[kRegions] = {};
@@ -85,8 +90,14 @@ class DeviceLanesBuffer {
 // 1 <= T <= cuda::kGemvMaxTokens. `tables` are unused for LaneCode::kFixed3. sign_mantissa: W's first byte in its
 // unit's array (element order), 8-byte aligned; x 16-byte aligned. Launched as a dependent (it waits for the previous
 // kernel before reading x or writing y). INVALID_ARGUMENT for other token counts or alignments.
+// At 1 token the sums split where the BF16 Gemv's do (GemvSplitChunk, df11_lanes_fixed.h): only fixed lanes that
+// carry the split state (Df11GemvTakes) run such a matrix.
 Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa,
                 const float* bias, int64_t tokens, bool accumulate, uint16_t* y, GpuStream stream);
+// Whether Df11Gemv runs W at these tokens with its BF16 twin's bits: always, but at 1 token on a matrix whose sums
+// split (GemvSplitChunk), where it needs fixed lanes of 4 rows per tile with their split state (what
+// BuildFixedLaneStreams gives at FixedRowsPerTile).
+bool Df11GemvTakes(const DeviceLanes& w, int64_t tokens);
 
 // A gate|up linear in fixed lanes and its gated activation in one launch: W [2 inter, cols] holds the
 // gate rows, then the up rows; out[T, inter] = bf16(bf16(act(g)) * u) with g, u the rows' outputs as
@@ -95,7 +106,7 @@ Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& table
 Status Df11GemvGated(Activation act, const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa,
                      const float* bias, int64_t tokens, int64_t inter, uint16_t* out, GpuStream stream);
 // Fixed lanes, 1..2 tokens, 16-byte aligned x, w.rows == 2 inter with inter % w.rows_per_tile == 0 (no tile holds
-// both gate and up rows).
+// both gate and up rows); not 1 token on a matrix whose sums split there (GemvSplitChunk).
 bool Df11GemvGatedApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens, int64_t inter);
 
 // The fused DF11 tensor-core linear for cuda::kTileGemmMinTokens <= T <= cuda::kTileGemmMaxTokens: W's fixed lanes

@@ -67,7 +67,18 @@ uint64_t FixedLanesBytesBound(const std::array<uint64_t, 256>& histogram, int64_
   }
   const Geometry geo = MakeGeometry(rows, cols, rows_per_tile);
   const uint64_t tiles = geo.tiles();
-  return 4 * tiles * geo.stride() + 4 * (escapes / 8 + tiles + uint64_t{2} * kLanes) + rare + 1 + 8 * (tiles + 1) + 24;
+  // ... + the split state (tile_split: 2 words a tile) where BuildFixedLaneStreams writes one. (A
+  // bound 8 bytes a tile looser on every matrix took q|k|v and o of the 8B shape past 1.03 and out
+  // of fixed lanes: their 1-row tiles are 1.0285x the unit.)
+  const bool split = rows_per_tile == 4 && GemvSplitChunk(rows, cols) > 0;
+  return 4 * tiles * geo.stride() + 4 * (escapes / 8 + tiles + uint64_t{2} * kLanes) + rare + 1 + 8 * (tiles + 1) + 24 +
+         (split ? 8 * tiles : 0);
+}
+
+int64_t GemvSplitChunk(int64_t rows, int64_t cols) {
+  const int64_t per_row = (cols / 8 + kLanes - 1) / kLanes;
+  if (rows <= 0 || rows >= 65536 || per_row < 2 || FixedRowsPerTile(rows, cols) != 4) return 0;
+  return kLanes * (per_row / 2);
 }
 
 int FixedRowsPerTile(int64_t rows, int64_t cols) {
@@ -142,6 +153,13 @@ StatusOr<LaneStreams> BuildFixedLaneStreams(std::span<const uint16_t> w, const s
   }
   out.tile_escapes[tiles] = static_cast<uint32_t>(escape_words);
   out.tile_rare[tiles] = static_cast<uint32_t>(rare);
+  // The GEMV's split (GemvSplitChunk) in the layout it names, 4 rows per tile, where block j
+  // starts at chunk 32 j.
+  const int64_t split = GemvSplitChunk(rows, cols);
+  if (split > 0 && rows_per_tile == 4 && split % kLanes == 0 && split / kLanes < geo.entries / 4) {
+    out.split_block = static_cast<uint32_t>(split / kLanes);
+    out.tile_split.assign(2 * tiles, 0);
+  }
   out.words.assign(tiles * out.tile_stride, 0);
   out.escapes.assign(escape_words + uint64_t{2} * kLanes, 0);
   out.rare.assign(rare + 1, 0);
@@ -150,6 +168,10 @@ StatusOr<LaneStreams> BuildFixedLaneStreams(std::span<const uint16_t> w, const s
     for (int64_t t = begin; t < end; ++t) {
       uint64_t nib = uint64_t{out.tile_escapes[t]} * 8, rare_at = out.tile_rare[t];
       for (int64_t j = 0; j < geo.entries / 4; ++j) {
+        if (out.split_block != 0 && j == out.split_block) {
+          out.tile_split[2 * t] = static_cast<uint32_t>(nib - uint64_t{out.tile_escapes[t]} * 8);
+          out.tile_split[2 * t + 1] = static_cast<uint32_t>(rare_at);
+        }
         std::array<uint32_t, kLanes> masks{};
         std::array<std::array<int64_t, kLanes>, 4> element{};
         for (int lane = 0; lane < kLanes; ++lane) {
@@ -190,7 +212,8 @@ Status DecodeFixedLanesCpu(const LaneStreams& lanes, std::span<const uint8_t> si
   const int64_t tiles = geo.tiles();
   if (lanes.code != LaneCode::kFixed3 || lanes.tile_stride != geo.stride() ||
       lanes.words.size() < tiles * geo.stride() || lanes.tile_escapes.size() != static_cast<size_t>(tiles) + 1 ||
-      lanes.tile_rare.size() != static_cast<size_t>(tiles) + 1) {
+      lanes.tile_rare.size() != static_cast<size_t>(tiles) + 1 ||
+      lanes.tile_split.size() != (lanes.split_block != 0 ? 2 * static_cast<size_t>(tiles) : 0)) {
     return InvalidArgument(what + ": not fixed lanes of [" + std::to_string(lanes.rows) + ", " +
                            std::to_string(lanes.cols) + "]");
   }
@@ -200,6 +223,12 @@ Status DecodeFixedLanesCpu(const LaneStreams& lanes, std::span<const uint8_t> si
     const uint64_t rare_end = std::min<uint64_t>(lanes.tile_rare[t + 1], lanes.rare.size());
     Status failed = Status::Ok();
     for (int64_t j = 0; j < geo.entries / 4 && failed.ok(); ++j) {
+      if (lanes.split_block != 0 && j == lanes.split_block &&
+          (nib - uint64_t{lanes.tile_escapes[t]} * 8 != lanes.tile_split[2 * t] ||
+           rare_at != lanes.tile_split[2 * t + 1])) {
+        return DataLoss(what + ": tile " + std::to_string(t) + "'s split state (block " +
+                        std::to_string(lanes.split_block) + ") is not where its escapes and rare bytes are");
+      }
       std::array<uint32_t, kLanes> masks{};
       std::array<std::array<int64_t, kLanes>, 4> element{};
       std::array<std::array<std::array<uint8_t, 8>, kLanes>, 4> exps{};

@@ -29,8 +29,10 @@ struct TileWalk {
   uint16_t* y;            // the lane's first column group of row 0 in y (decode, compare)
   uint32_t cols;          // elements per row
   uint32_t chunks;        // 8-element groups per row
-  uint32_t blocks;
-  int rows;  // rows of this tile (<= kRows)
+  uint32_t blocks;        // blocks to walk
+  int rows;               // rows of this tile (<= kRows)
+  uint32_t c0;            // the lane's column group of the first block's first column slot
+  uint32_t nibble;        // the first block's first escape nibble in the tile
 };
 
 // One tile: every block, every entry. kChecked: entries may lie past the matrix's columns or rows
@@ -39,9 +41,9 @@ template <int kTokens, int kRows, bool kChecked>
 __device__ __forceinline__ void WalkTile(TileWalk tw, EscapeQueue& q, uint64_t rare_base, bool has_rare,
                                          const Tables& t, const DeviceLanes& w, int lane, uint32_t* mismatches,
                                          float (&acc)[kRows][kTokens > 0 ? kTokens : 1]) {
-  constexpr int kCols = 4 / kRows;  // column groups per block
-  uint32_t block_nibble = 0;        // the block's first escape nibble in the tile
-  uint32_t c0 = lane;               // the lane's column group of the block's first column slot
+  constexpr int kCols = 4 / kRows;    // column groups per block
+  uint32_t block_nibble = tw.nibble;  // the block's first escape nibble in the tile
+  uint32_t c0 = tw.c0;                // the lane's column group of the block's first column slot
   for (uint32_t j = 0; j < tw.blocks; ++j) {
     // entry 4j + i: row i % kRows, column slot i / kRows
     const BlockCodes b = fixed_lanes::LoadBlock(
@@ -125,21 +127,36 @@ __device__ __forceinline__ void FixedLanes(const uint16_t* __restrict__ x, const
   const uint32_t blocks = (kRows * per_row + 3) / 4;
   const int64_t tiles = (w.rows + kRows - 1) / kRows;
   const bool columns_full = chunks % 32 == 0 && (kRows * per_row) % 4 == 0;  // no padding entries
-  for (int64_t tile = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; tile < tiles;
-       tile += static_cast<int64_t>(gridDim.x) * kWarps) {
+  // The 1-token GEMV of a matrix whose sums split (w.split_block, GemvSplitChunk): task 2 t + h is
+  // half h of tile t, blocks [0, split_block) or [split_block, blocks). Warps 2 p and 2 p + 1 of a
+  // block take the two halves of one tile in every round (kWarps and the grid's stride are even);
+  // the second hands its lanes' sums to the first through shared memory, which adds them to its
+  // own (first half + second half, GemvSplitChunk's order) before the butterfly.
+  constexpr bool kCanSplit = kTokens == 1 && kRows == 4;  // the layout GemvSplitChunk names
+  const bool split = kCanSplit && w.split_block != 0;
+  const int warp = threadIdx.x / 32, half = split ? warp % 2 : 0;
+  __shared__ float handed[kCanSplit ? kWarps / 2 : 1][2][kRows][32];  // [pair][round % 2][row][lane]
+  const int64_t tasks = split ? 2 * tiles : tiles;
+  int round = 0;
+  for (int64_t task = static_cast<int64_t>(blockIdx.x) * kWarps + warp; task < tasks;
+       task += static_cast<int64_t>(gridDim.x) * kWarps, ++round) {
+    const int64_t tile = split ? task / 2 : task;
     const int64_t first = tile * kRows, at = w.tile0 + tile;
+    const uint32_t skip = half != 0 ? w.split_block : 0;  // blocks before this task's first
     TileWalk tw;
-    tw.words = w.words + static_cast<uint64_t>(at) * w.tile_stride + lane;
-    tw.sm = sm + first * w.cols + 8 * lane;
-    tw.x = reinterpret_cast<const uint4*>(x) + lane;
+    tw.words = w.words + static_cast<uint64_t>(at) * w.tile_stride + 96 * skip + lane;
+    tw.sm = sm + first * w.cols + 256 * (4 / kRows) * skip + 8 * lane;
+    tw.x = reinterpret_cast<const uint4*>(x) + 32 * (4 / kRows) * skip + lane;
     tw.y = kTokens <= 0 ? y + first * w.cols + 8 * lane : nullptr;
     tw.cols = static_cast<uint32_t>(w.cols);
     tw.chunks = chunks;
-    tw.blocks = blocks;
+    tw.blocks = !split ? blocks : half == 0 ? w.split_block : blocks - w.split_block;
     tw.rows = static_cast<int>(min(static_cast<int64_t>(kRows), w.rows - first));
+    tw.c0 = lane + 32 * (4 / kRows) * skip;
+    tw.nibble = half != 0 ? w.tile_split[2 * at] : 0;
     EscapeQueue q = fixed_lanes::TileQueue(w, at);
-    const uint64_t rare_base = q.rare;  // the tile's first rare byte
-    const bool has_rare = w.tile_rare[at + 1] != rare_base;
+    const bool has_rare = w.tile_rare[at + 1] != q.rare;                       // the whole tile's
+    const uint64_t rare_base = half != 0 ? w.tile_split[2 * at + 1] : q.rare;  // the task's first rare byte
     float acc[kRows][kTokens > 0 ? kTokens : 1];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -150,6 +167,36 @@ __device__ __forceinline__ void FixedLanes(const uint16_t* __restrict__ x, const
       WalkTile<kTokens, kRows, false>(tw, q, rare_base, has_rare, t, w, lane, mismatches, acc);
     } else {
       WalkTile<kTokens, kRows, true>(tw, q, rare_base, has_rare, t, w, lane, mismatches, acc);
+    }
+    if constexpr (kCanSplit) {
+      if (split) {
+        float(&slot)[kRows][32] = handed[warp / 2][round % 2];
+        if (half != 0) {
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) slot[r][lane] = acc[r][0];
+        }
+        // The pair's barrier (ids 1..kWarps / 2, immediates so that the CTA holds 5 barriers, not
+        // 16; 0 is __syncthreads'). A slot is written again two rounds on, after the next round's
+        // barrier, which its reader passes only once it has read.
+        static_assert(kWarps == 8, "four pairs");
+        switch (warp / 2) {
+          case 0:
+            asm volatile("bar.sync 1, 64;" ::: "memory");
+            break;
+          case 1:
+            asm volatile("bar.sync 2, 64;" ::: "memory");
+            break;
+          case 2:
+            asm volatile("bar.sync 3, 64;" ::: "memory");
+            break;
+          default:
+            asm volatile("bar.sync 4, 64;" ::: "memory");
+            break;
+        }
+        if (half != 0) continue;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[r][0] += slot[r][lane];
+      }
     }
     if constexpr (kTokens > 0) cuda::GemvStore<kRows, kTokens>(acc, first, w.rows, bias, accumulate, y);
   }
@@ -200,6 +247,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     tw.chunks = chunks;
     tw.blocks = blocks;
     tw.rows = kRows;  // inter % kRows == 0: every tile is whole
+    tw.c0 = lane;
+    tw.nibble = 0;
     EscapeQueue q = fixed_lanes::TileQueue(w, at);
     const uint64_t rare_base = q.rare;
     const bool has_rare = w.tile_rare[at + 1] != rare_base;
@@ -244,12 +293,18 @@ Status ForRowsPerTile(const DeviceLanes& w, F&& f) {
   }
 }
 
+// The warps' tasks of FixedLanes<kTokens, kRows>: the tiles, or their halves where the 1-token GEMV
+// splits (CheckOperands: a split state comes with 4 rows per tile).
+int64_t Tasks(const DeviceLanes& w, int tokens) {
+  return tokens == 1 && w.rows_per_tile == 4 && w.split_block != 0 ? 2 * w.num_tiles() : w.num_tiles();
+}
+
 // `what` names the kernel in errors.
 template <typename Kernel>
 Status LaunchGrid(Kernel kernel, const char* what, cuda::PersistentFit& fit, const uint16_t* x, const DeviceLanes& w,
                   const uint8_t* sm, const float* bias, bool accumulate, uint16_t* y, uint32_t* mismatches,
-                  GpuStream stream) {
-  return cuda::LaunchPersistent(kernel, (w.num_tiles() + kWarps - 1) / kWarps, kWarps * 32, fit,
+                  GpuStream stream, int64_t tasks) {
+  return cuda::LaunchPersistent(kernel, (tasks + kWarps - 1) / kWarps, kWarps * 32, fit,
                                 reinterpret_cast<cudaStream_t>(stream), what, x, w, sm, bias, accumulate, y,
                                 mismatches);
 }
@@ -274,16 +329,17 @@ Status Launch(const uint16_t* x, const DeviceLanes& w, const uint8_t* sm, const 
     constexpr auto capped = FixedLanesKernelCapped<1, 1, kMoreBlocks>;
     DF11_RETURN_IF_ERROR(cuda::FitPersistent(FixedLanesKernel<1, 1>, kWarps * 32, fit, "FixedLanesKernel"));
     DF11_RETURN_IF_ERROR(cuda::FitPersistent(capped, kWarps * 32, more, "FixedLanesKernelCapped"));
-    const int64_t tiles = w.num_tiles();
+    const int64_t tasks = Tasks(w, kTokens);
     auto rounds = [&](const cuda::PersistentFit& f) {
-      return (tiles + int64_t{f.max_blocks} * kWarps - 1) / (int64_t{f.max_blocks} * kWarps);
+      return (tasks + int64_t{f.max_blocks} * kWarps - 1) / (int64_t{f.max_blocks} * kWarps);
     };
     if (rounds(more) < rounds(fit)) {
-      return LaunchGrid(capped, "FixedLanesKernelCapped", more, x, w, sm, bias, accumulate, y, mismatches, stream);
+      return LaunchGrid(capped, "FixedLanesKernelCapped", more, x, w, sm, bias, accumulate, y, mismatches, stream,
+                        tasks);
     }
   }
   return LaunchGrid(FixedLanesKernel<kTokens, kRows>, "FixedLanesKernel", fit, x, w, sm, bias, accumulate, y,
-                    mismatches, stream);
+                    mismatches, stream, Tasks(w, kTokens));
 }
 
 }  // namespace

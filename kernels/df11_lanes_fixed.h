@@ -24,6 +24,11 @@
 //
 // Size per element: 3 bits + the sign_mantissa byte + 4 bits per escape (~2% of a Gaussian
 // matrix's elements) + 8 bytes per tile: ~1.028x the published unit's bytes.
+//
+// Split state. Where the 1-token GEMV splits each row's sum (GemvSplitChunk: a matrix of 4 rows
+// per tile), tile_split holds, per tile, where its block split_block starts: the escape nibble
+// (counted from the tile's first) and the rare byte's index, 8 more bytes a tile. The fused GEMV
+// walks the two halves of a tile on two warps; the second starts from this state.
 #pragma once
 
 #include <array>
@@ -40,6 +45,15 @@ namespace df11 {
 // it needs no padding entries (ceil(cols / 256) a multiple of 4 for one row), else 2 when that
 // needs none, else 4 (which never does).
 int FixedRowsPerTile(int64_t rows, int64_t cols);
+
+// Where the 1-token GEMV of W [rows, cols] splits each row's sum, in 8-column chunks (a multiple of
+// 32), or 0 for one sum. The BF16 Gemv (cuda_gemm.h) and the fused DF11 GEMV both follow it: lane
+// l sums its chunks below the split, then those from it, and adds the two before the butterfly.
+// Nonzero for the matrices of 4 rows per tile (FixedRowsPerTile) below 65,536 rows (gate|up, not
+// lm_head) with at least two blocks a tile: their 1-token fused GEMV gives each half of a tile to
+// its own warp, so that the tiles' work goes out to the warps in finer pieces
+// (docs/df11-lanes.md, "The 1-token GEMV on an H200").
+int64_t GemvSplitChunk(int64_t rows, int64_t cols);
 
 // An upper bound on LaneStreams::bytes() of W's fixed lanes, from W's exponent counts alone.
 uint64_t FixedLanesBytesBound(const std::array<uint64_t, 256>& histogram, int64_t rows, int64_t cols,

@@ -191,7 +191,8 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
         });
       }
       // Other lanes: through the scratch into GemmHandle, which runs WgmmaTileGemm here.
-    } else if (const bool gemv = tokens < cuda::kTileGemmMinTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    } else if (const bool gemv = tokens < cuda::kTileGemmMinTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                                 Df11GemvTakes(l, tokens);
                gemv || (tokens <= gemm.tile_max_tokens() && Df11TileGemmApplies(x, l, tokens))) {
       const DeviceUnit& u = units[w.unit]->buffer.unit();
       return TimedGemm([&] {

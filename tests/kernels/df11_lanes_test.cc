@@ -217,10 +217,25 @@ TEST(Df11Lanes, SizeWithinThreePercentOfTheUnit) {
     auto fixed =
         BuildFixedLaneStreams(words, ExponentHistogram(words), rows, cols, FixedRowsPerTile(rows, cols), "size");
     ASSERT_TRUE(fixed.ok());
+    // The bound the loader checks against 1.03 (FixedLanesFit) stays within a word a tile of the
+    // bytes: only the escape words' rounding per tile is left to it.
+    const uint64_t tiles = static_cast<uint64_t>(fixed->num_tiles());
+    const uint64_t bound = FixedLanesBytesBound(ExponentHistogram(words), rows, cols, fixed->rows_per_tile);
+    EXPECT_GE(bound, fixed->bytes());
+    EXPECT_LE(bound - fixed->bytes(), 4 * tiles + 4) << "K " << cols;
     const double resident = static_cast<double>(fixed->bytes() + enc->sign_mantissa.size());
     EXPECT_LE(resident / unit, 1.03) << "K " << cols << ", fixed lanes";
     std::printf("K %lld, fixed lanes: resident / DF11 unit = %.4f\n", static_cast<long long>(cols), resident / unit);
   }
+  // A matrix whose 1-token sums split: its split state is in the bytes and in the bound alike.
+  const int64_t rows = 8200, cols = 512;
+  const auto words = testing::GaussianWeights(rows * cols, 0.02f, 7);
+  auto fixed = BuildFixedLaneStreams(words, ExponentHistogram(words), rows, cols, 4, "split");
+  ASSERT_TRUE(fixed.ok());
+  ASSERT_NE(fixed->split_block, 0u);
+  const uint64_t bound = FixedLanesBytesBound(ExponentHistogram(words), rows, cols, 4);
+  EXPECT_GE(bound, fixed->bytes());
+  EXPECT_LE(bound - fixed->bytes(), 4 * static_cast<uint64_t>(fixed->num_tiles()) + 4);
 }
 
 TEST(Df11Lanes, Errors) {
@@ -278,6 +293,79 @@ TEST(Df11FixedLanes, Errors) {
   cut = *lanes;
   cut.tile_stride = 3;
   EXPECT_EQ(DecodeLanesCpu(cut, {}, sm, out.data(), "cut").code(), StatusCode::kInvalidArgument);
+}
+
+// Where the 1-token GEMV splits each row's sum (GemvSplitChunk), worked by hand from the rule: the
+// matrices of 4 rows per tile below 65,536 rows, at half of a row's blocks (32 chunks a block).
+TEST(Df11FixedLanes, GemvSplitChunkByHand) {
+  EXPECT_EQ(GemvSplitChunk(24576, 4096), 256);  // Qwen3-8B gate|up: 16 blocks a row, split after 8
+  EXPECT_EQ(GemvSplitChunk(51200, 5120), 320);  // Qwen3-32B gate|up: 20 blocks
+  EXPECT_EQ(GemvSplitChunk(50, 520), 32);       // 3 blocks a row (odd: 4 rows per tile), split after 1
+  EXPECT_EQ(GemvSplitChunk(151936, 4096), 0);   // lm_head: 65,536 rows and more
+  EXPECT_EQ(GemvSplitChunk(6144, 4096), 0);     // q|k|v: 1 row per tile
+  EXPECT_EQ(GemvSplitChunk(4096, 12288), 0);    // down
+  EXPECT_EQ(GemvSplitChunk(8200, 64), 0);       // one block a row
+}
+
+// The split state of 4-row fixed lanes: for each tile, the escapes and rare bytes before its
+// split block, counted here from the format's definition (df11_lanes_fixed.h: codes by frequency,
+// ties to the smaller exponent; escapes from rank 7, rare bytes from rank 22), not by the builder.
+// Other tile heights carry none; the reference decoder refuses a split state that lies.
+TEST(Df11FixedLanes, SplitStateCountsTheFirstHalfsEscapes) {
+  const int64_t rows = 50, cols = 520;  // tiles of 4 rows, 3 blocks a row, split at chunk 32 (column 256)
+  std::vector<int> exps(40);
+  std::iota(exps.begin(), exps.end(), 100);
+  std::vector<double> weights(40);
+  for (int i = 0; i < 40; ++i) weights[i] = 1.0 / (1 + i * i);  // 7 common, 15 escaped, 18 rare exponents
+  const auto w = testing::WeightsWithExponents(size_t{rows} * cols, exps, weights, 5);
+  const auto histogram = ExponentHistogram(w);
+  auto lanes = BuildFixedLaneStreams(w, histogram, rows, cols, 4, "split");
+  ASSERT_TRUE(lanes.ok());
+  ASSERT_EQ(lanes->split_block, 1u);
+  const int64_t tiles = (rows + 3) / 4;
+  ASSERT_EQ(lanes->tile_split.size(), static_cast<size_t>(2 * tiles));
+  std::array<int, 256> rank{};
+  std::vector<int> order(256);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return histogram[a] != histogram[b] ? histogram[a] > histogram[b] : a < b; });
+  for (int r = 0; r < 256; ++r) rank[order[r]] = r;
+  uint64_t rare_total = 0, split_rare_seen = 0;
+  for (int64_t t = 0; t < tiles; ++t) {
+    uint32_t escapes = 0, rare = 0;
+    for (int64_t row = 4 * t; row < std::min(rows, 4 * t + 4); ++row) {
+      for (int64_t c = 0; c < 256; ++c) {
+        const int rk = rank[ExponentOf(w[row * cols + c])];
+        escapes += rk >= 7;
+        rare += rk >= 22;
+      }
+    }
+    EXPECT_EQ(lanes->tile_split[2 * t], escapes) << "tile " << t;
+    EXPECT_EQ(lanes->tile_split[2 * t + 1], lanes->tile_rare[t] + rare) << "tile " << t;
+    split_rare_seen += rare;
+    rare_total = lanes->tile_rare[t + 1];
+  }
+  EXPECT_GT(split_rare_seen, 0u);  // the shape and weights exercise rare bytes in first halves
+  EXPECT_GT(rare_total, split_rare_seen);
+  std::vector<uint8_t> sm(w.size());
+  for (size_t i = 0; i < w.size(); ++i) sm[i] = SignMantissaOf(w[i]);
+  std::vector<uint16_t> out(w.size());
+  ASSERT_TRUE(DecodeLanesCpu(*lanes, {}, sm, out.data(), "split").ok());
+  EXPECT_EQ(out, w);
+  LaneStreams lie = *lanes;
+  lie.tile_split[2 * 3] += 1;
+  const Status st = DecodeLanesCpu(lie, {}, sm, out.data(), "split");
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("tile 3's split state"), std::string::npos) << st.message();
+  lie = *lanes;
+  lie.tile_split.pop_back();
+  EXPECT_EQ(DecodeLanesCpu(lie, {}, sm, out.data(), "split").code(), StatusCode::kInvalidArgument);
+  for (int r : {1, 2}) {
+    auto other = BuildFixedLaneStreams(w, histogram, rows, cols, r, "split");
+    ASSERT_TRUE(other.ok());
+    EXPECT_EQ(other->split_block, 0u) << r << " rows per tile";
+    EXPECT_TRUE(other->tile_split.empty()) << r << " rows per tile";
+  }
 }
 
 #ifndef DF11_HAVE_CUDA
@@ -425,6 +513,149 @@ TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
         return Df11Gemv(x, m.lanes[tiles].lanes(), TablesOf(m.unit.unit()), m.unit.unit().sign_mantissa, bias, t,
                         accumulate, y, nullptr);
       });
+}
+
+// The 1-token GEMV's order where the sums split, emulated on the CPU from its definition
+// (cuda_gemv.cu): lane l fmas its chunks l, l + 32, ... element by element into one sum below chunk
+// `split` and another from it, adds the two, then the butterfly (xor 16, 8, 4, 2, 1), lane 0's
+// value + bias + y's old value, rounded to bf16 once. split 0: one sum.
+std::vector<uint16_t> EmulateGemv(const std::vector<uint16_t>& w, const std::vector<uint16_t>& x, int64_t rows,
+                                  int64_t cols, int64_t split, const std::vector<float>& bias,
+                                  const std::vector<uint16_t>& old_y, bool accumulate) {
+  const int64_t chunks = cols / 8;
+  std::vector<uint16_t> y(rows);
+  for (int64_t row = 0; row < rows; ++row) {
+    std::array<float, 32> v{};
+    for (int lane = 0; lane < 32; ++lane) {
+      float sum[2] = {0.0f, 0.0f};
+      for (int64_t c = lane; c < chunks; c += 32) {
+        float& s = sum[split > 0 && c >= split ? 1 : 0];
+        for (int e = 0; e < 8; ++e)
+          s = std::fma(cpu::Bf16ToFloat(w[row * cols + 8 * c + e]), cpu::Bf16ToFloat(x[8 * c + e]), s);
+      }
+      v[lane] = split > 0 ? sum[0] + sum[1] : sum[0];
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+      std::array<float, 32> next;
+      for (int lane = 0; lane < 32; ++lane) next[lane] = v[lane] + v[lane ^ offset];
+      v = next;
+    }
+    float r = v[0];
+    if (!bias.empty()) r += bias[row];
+    if (accumulate) r += cpu::Bf16ToFloat(old_y[row]);
+    y[row] = cpu::FloatToBf16(r);
+  }
+  return y;
+}
+
+// Matrices whose 1-token sums split (GemvSplitChunk; 4 rows per tile, a short last tile, lanes
+// without columns past the split): the BF16 Gemv gives the bits of the CPU emulation of that order,
+// the fused GEMV on the model's fixed lanes gives the Gemv's, plain, with a bias and accumulating;
+// lanes without the split state (Huffman, fixed at 1 or 2 rows per tile) are refused at 1 token and
+// run at 2. Every 7th row is zero but for lane 0's products 2^24 (chunk 0), then 1 and -2^24 (the
+// split chunk): one sum gives 0 (the 1 is lost against 2^24), the split sums 2^24 + (1 - 2^24) = 1,
+// so the test tells the two orders apart.
+TEST(Df11LanesCuda, SplitGemvFollowsGemvSplitChunk) {
+  REQUIRE_GPU();
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{50, 520}, {8195, 2056}, {8200, 512}}) {
+    SCOPED_TRACE("[" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+    const int64_t split = GemvSplitChunk(rows, cols);
+    ASSERT_GT(split, 0);
+    auto words = testing::GaussianWeights(rows * cols, 0.02f, static_cast<uint32_t>(rows + cols));
+    auto x = testing::GaussianWeights(cols, 1.0f, static_cast<uint32_t>(cols));
+    const uint16_t k4096 = 0x4580, one = 0x3F80, minus_4096 = 0xC580;  // bf16 4096, 1, -4096
+    x[0] = k4096;
+    x[8 * split] = one;
+    x[8 * split + 1] = k4096;
+    int64_t crafted = 0;
+    for (int64_t r = 3; r < rows; r += 7, ++crafted) {
+      std::fill(words.begin() + r * cols, words.begin() + (r + 1) * cols, uint16_t{0});
+      words[r * cols] = k4096;
+      words[r * cols + 8 * split] = one;
+      words[r * cols + 8 * split + 1] = minus_4096;
+    }
+    const auto m = MakeMatrix(std::move(words), rows, cols);
+    std::vector<float> bias(rows);
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(static_cast<int>(i % 200) - 100) / 64.0f;
+    const auto old_y = testing::GaussianWeights(rows, 1.0f, 9);
+    const auto dx = Upload(x);
+    const auto dbias = Upload(bias);
+    const DeviceLanes& fixed = m->lanes[4].lanes();  // 4 rows per tile: FixedRowsPerTile's
+    ASSERT_EQ(FixedRowsPerTile(rows, cols), 4);
+    ASSERT_TRUE(Df11GemvTakes(fixed, 1));
+    const auto one_sum = EmulateGemv(m->words, x, rows, cols, 0, {}, old_y, false);
+    const auto split_sums = EmulateGemv(m->words, x, rows, cols, split, {}, old_y, false);
+    for (int64_t r = 3; r < rows; r += 7) {
+      ASSERT_EQ(one_sum[r], 0) << "row " << r;
+      ASSERT_EQ(split_sums[r], one) << "row " << r;
+    }
+    ASSERT_GT(crafted, 0);
+    for (int variant = 0; variant < 3; ++variant) {  // plain, bias, accumulate
+      const bool accumulate = variant == 2;
+      const float* b = variant == 1 ? dbias.as<float>() : nullptr;
+      const auto want =
+          EmulateGemv(m->words, x, rows, cols, split, variant == 1 ? bias : std::vector<float>{}, old_y, accumulate);
+      const auto bf16 = Upload(old_y);
+      ASSERT_TRUE(cuda::Gemv(dx.as<uint16_t>(), m->plain.as<uint16_t>(), b, 1, rows, cols, accumulate,
+                             bf16.as<uint16_t>(), nullptr)
+                      .ok());
+      EXPECT_EQ(Download<uint16_t>(bf16, rows), want) << "Gemv, variant " << variant;
+      const auto fused = Upload(old_y);
+      const Status st = Df11Gemv(dx.as<uint16_t>(), fixed, {}, m->unit.unit().sign_mantissa, b, 1, accumulate,
+                                 fused.as<uint16_t>(), nullptr);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(Download<uint16_t>(fused, rows), want) << "Df11Gemv, variant " << variant;
+    }
+    const auto x2 = Upload(testing::GaussianWeights(2 * cols, 1.0f, 3));
+    const auto y2 = Upload(std::vector<uint16_t>(2 * rows));
+    // A split state that is not GemvSplitChunk's is refused at any token count; a slice of the
+    // tiles drops it (its own shape decides) and still decodes.
+    DeviceLanes moved = fixed;
+    ++moved.split_block;
+    EXPECT_EQ(Df11Gemv(x2.as<uint16_t>(), moved, {}, m->unit.unit().sign_mantissa, nullptr, 2, false, y2.as<uint16_t>(),
+                       nullptr)
+                  .code(),
+              StatusCode::kInvalidArgument);
+    const DeviceLanes slice = TileSlice(fixed, 0, 1);
+    EXPECT_EQ(slice.split_block, 0u);
+    const auto tile = Upload(std::vector<uint16_t>(4 * cols));
+    ASSERT_TRUE(LaunchLanesDecode(slice, {}, m->unit.unit().sign_mantissa, tile.as<uint16_t>(), nullptr).ok());
+    EXPECT_EQ(Download<uint16_t>(tile, 4 * cols), std::vector<uint16_t>(m->words.begin(), m->words.begin() + 4 * cols));
+    for (int v = 0; v < 4; ++v) {
+      const DeviceLanes& w = m->lanes[v].lanes();
+      SCOPED_TRACE(VariantName(v));
+      EXPECT_FALSE(Df11GemvTakes(w, 1));
+      const Status refused = Df11Gemv(dx.as<uint16_t>(), w, TablesOf(m->unit.unit()), m->unit.unit().sign_mantissa,
+                                      nullptr, 1, false, y2.as<uint16_t>(), nullptr);
+      EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(refused.message().find("GemvSplitChunk"), std::string::npos) << refused.message();
+      EXPECT_TRUE(Df11GemvTakes(w, 2));
+      EXPECT_TRUE(Df11Gemv(x2.as<uint16_t>(), w, TablesOf(m->unit.unit()), m->unit.unit().sign_mantissa, nullptr, 2,
+                           false, y2.as<uint16_t>(), nullptr)
+                      .ok());
+    }
+  }
+  // A gate|up linear whose sums split: cuda::GemvGated at 1 token gives Gemv's rows through
+  // GatedActivation; Df11GemvGated does not take 1 token there (it walks whole tiles), 2 it does.
+  const int64_t inter = 4100, cols = 512;
+  const auto m = MakeMatrix(testing::GaussianWeights(2 * inter * cols, 0.02f, 17), 2 * inter, cols);
+  ASSERT_GT(GemvSplitChunk(2 * inter, cols), 0);
+  const auto dx = Upload(testing::GaussianWeights(cols, 1.0f, 18));
+  const auto gated = Upload(std::vector<uint16_t>(inter));
+  ASSERT_TRUE(cuda::GemvGated(Activation::kSilu, dx.as<uint16_t>(), m->plain.as<uint16_t>(), nullptr, 1, inter, cols,
+                              gated.as<uint16_t>(), nullptr)
+                  .ok());
+  const auto gate_up = Upload(std::vector<uint16_t>(2 * inter));
+  const auto pair = Upload(std::vector<uint16_t>(inter));
+  ASSERT_TRUE(Df11Gemv(dx.as<uint16_t>(), m->lanes[4].lanes(), {}, m->unit.unit().sign_mantissa, nullptr, 1, false,
+                       gate_up.as<uint16_t>(), nullptr)
+                  .ok());
+  ASSERT_TRUE(cuda::GatedActivation(Activation::kSilu, gate_up.as<uint16_t>(), 2 * inter,
+                                    gate_up.as<uint16_t>() + inter, 2 * inter, 1, inter, pair.as<uint16_t>(), nullptr)
+                  .ok());
+  EXPECT_EQ(Download<uint16_t>(gated, inter), Download<uint16_t>(pair, inter));
+  EXPECT_FALSE(Df11GemvGatedApplies(dx.as<uint16_t>(), m->lanes[4].lanes(), 1, inter));
+  EXPECT_TRUE(Df11GemvGatedApplies(dx.as<uint16_t>(), m->lanes[4].lanes(), 2, inter));
 }
 
 // A gate|up linear and its gated activation: out[T, inter] from W [2 inter, cols], x [T, cols].
@@ -859,6 +1090,27 @@ TEST(Df11LanesCuda, GarbageStreamsStayInBounds) {
                         .ok());
       }
     }
+    ASSERT_TRUE(cuda::Synchronize(nullptr).ok());
+  }
+  // 4-row lanes whose 1-token sums split, with split states past every array and escapes all rare:
+  // the second halves' escape and rare-byte reads clamp to the arrays.
+  {
+    const int64_t srows = 40, scols = 2056;  // 9 blocks a row (odd: 4 rows per tile), split at chunk 128
+    const auto s = MakeMatrix(testing::GaussianWeights(srows * scols, 0.02f, 14), srows, scols);
+    auto lanes = BuildFixedLaneStreams(s->words, ExponentHistogram(s->words), srows, scols, 4, "garbage");
+    ASSERT_TRUE(lanes.ok());
+    ASSERT_NE(lanes->split_block, 0u);
+    std::fill(lanes->tile_split.begin(), lanes->tile_split.end(), 0xFFFFFFF0u);
+    std::fill(lanes->words.begin(), lanes->words.end(), 0xFFFFFFFFu);
+    std::fill(lanes->escapes.begin(), lanes->escapes.end(), 0xFFFFFFFFu);
+    auto up = DeviceLanesBuffer::Upload(*lanes, nullptr);
+    ASSERT_TRUE(up.ok());
+    const auto sx = Upload(testing::GaussianWeights(scols, 1.0f, 15));
+    auto out = cuda::DeviceBuffer::Allocate(srows * 2, "out");
+    ASSERT_TRUE(out.ok());
+    ASSERT_TRUE(Df11Gemv(sx.as<uint16_t>(), up->lanes(), {}, s->unit.unit().sign_mantissa, nullptr, 1, false,
+                         out->as<uint16_t>(), nullptr)
+                    .ok());
     ASSERT_TRUE(cuda::Synchronize(nullptr).ok());
   }
   const auto x = Upload(std::vector<uint16_t>(8, 0));
