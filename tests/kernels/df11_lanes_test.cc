@@ -353,7 +353,7 @@ TEST(Df11FixedLanes, SplitStateCountsTheFirstHalfsEscapes) {
   ASSERT_TRUE(DecodeLanesCpu(*lanes, {}, sm, out.data(), "split").ok());
   EXPECT_EQ(out, w);
   LaneStreams lie = *lanes;
-  lie.tile_split[2 * 3] += 1;
+  lie.tile_split[size_t{2} * 3] += 1;
   const Status st = DecodeLanesCpu(lie, {}, sm, out.data(), "split");
   EXPECT_EQ(st.code(), StatusCode::kDataLoss);
   EXPECT_NE(st.message().find("tile 3's split state"), std::string::npos) << st.message();
