@@ -82,8 +82,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     }
   };
   // The lane's chunks c, c + 32, ... below end; at chunk `swap` (an iteration's first) the sums so
-  // far move to `below` and the sums start again from zero.
-  float below[kRows][kTokens];
+  // far move to `below` and the sums start again from zero. A lane with no chunk from the split on
+  // (chunks < split + 32) never swaps: `below` stays zero and the lane's sum is its first half's
+  // plus zero, as the split order gives it.
+  float below[kRows][kTokens] = {};
   auto sum = [&](int64_t c, int64_t end, int64_t swap) {
     auto restart = [&] {
 #pragma unroll
