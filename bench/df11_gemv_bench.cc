@@ -36,6 +36,13 @@ namespace {
 
 void Check(const Status& s) { CheckOk("df11_gemv_bench", s); }
 
+// A fused GEMV's bits against the BF16 Gemv's, in the table and in the JSON: not run (the GEMV
+// refuses the matrix, Df11GemvTakes), the same, or not.
+const char* BitsWord(bool ran, bool same) { return !ran ? "n/a" : same ? "same" : "DIFFER"; }
+const char* BitsJson(bool ran, bool same) { return !ran ? "null" : same ? "true" : "false"; }
+// A time in the JSON: null for a GEMV that did not run (NaN).
+std::string JsonMs(double ms) { return std::isnan(ms) ? "null" : std::to_string(ms); }
+
 // One copy of a matrix in both formats on the device.
 struct Copy {
   cuda::DeviceBuffer plain;
@@ -191,27 +198,15 @@ int Main(int argc, char** argv) {
       step_scratch[t] += s.per_step * via_scratch;
       std::printf("%-13s %3ld | %9.4f %9.4f %9.4f %9.4f | %6.3f %6.3f %6.3f | %s %s\n", s.name, static_cast<long>(t),
                   bf16, fused, fused_fixed, via_scratch, fused / bf16, fused_fixed / bf16, via_scratch / bf16,
-                  !huffman ? "n/a"
-                  : same   ? "same"
-                           : "DIFFER",
-                  !fixed_takes ? "n/a"
-                  : same_fixed ? "same"
-                               : "DIFFER");
+                  BitsWord(huffman, same), BitsWord(fixed_takes, same_fixed));
       json +=
           std::string(first_row ? "" : ",") + "\n  {\"linear\": \"" + s.name + "\", \"n\": " + std::to_string(s.n) +
           ", \"k\": " + std::to_string(s.k) + ", \"tokens\": " + std::to_string(t) +
-          ", \"bf16_gemv_ms\": " + std::to_string(bf16) +
-          ", \"df11_fused_ms\": " + (std::isnan(fused) ? std::string("null") : std::to_string(fused)) +
-          ", \"df11_decode_then_gemv_ms\": " + std::to_string(via_scratch) + ", \"fused_bits_equal_bf16\": " +
-          (!huffman ? "null"
-           : same   ? "true"
-                    : "false") +
-          ", \"df11_fixed_fused_ms\": " +
-          (std::isnan(fused_fixed) ? std::string("null") : std::to_string(fused_fixed)) +
-          ", \"fixed_bits_equal_bf16\": " +
-          (!fixed_takes ? "null"
-           : same_fixed ? "true"
-                        : "false") +
+          ", \"bf16_gemv_ms\": " + std::to_string(bf16) + ", \"df11_fused_ms\": " + JsonMs(fused) +
+          ", \"df11_decode_then_gemv_ms\": " + std::to_string(via_scratch) +
+          ", \"fused_bits_equal_bf16\": " + BitsJson(huffman, same) +
+          ", \"df11_fixed_fused_ms\": " + JsonMs(fused_fixed) +
+          ", \"fixed_bits_equal_bf16\": " + BitsJson(fixed_takes, same_fixed) +
           ", \"fixed_decode_ms\": " + std::to_string(fixed_decode) +
           ", \"fixed_bytes\": " + std::to_string(fixed_bytes) + ", \"lane_decode_ms\": " + std::to_string(lane_decode) +
           ", \"chunk_decode_ms\": " + std::to_string(chunk_decode) + ", \"bf16_bytes\": " + std::to_string(2 * n) +
