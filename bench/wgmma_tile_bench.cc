@@ -202,7 +202,7 @@ int Main(int argc, char** argv) {
         first = false;
         std::fflush(stdout);
       }
-      // gate|up and its activation in one launch (what the model runs from kWgmmaTileModelMinTokens):
+      // gate|up and its activation in one launch (what the model runs from kWgmmaTileGatedModelMinTokens):
       // today Df11TileGemmGated and, for BF16 above 32 tokens, TileGemm then GatedActivation.
       const int64_t inter = s.n / 2;
       if (!all_4_rows && std::string(s.name) == "gate|up_proj" && t >= cuda::kTileGemmMinTokens && tile) {

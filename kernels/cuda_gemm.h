@@ -94,9 +94,17 @@ Status WgmmaGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_
 // `config` (the pipeline; bench/wgmma_tile_bench measures them): 0: 8 warps, three stage
 // buffers (BF16) or one at 3 CTAs per SM (DF11); 1: 8 warps, one buffer at 3 CTAs per SM (BF16) or
 // two (DF11); 2: 16 warps, three (BF16) or two (DF11) buffers; 3: as 1, but DF11 with one buffer at
-// 2 CTAs per SM; 4: as 3, stage s + 1's raw words loading while stage s decodes. 0, 1, 3 and 4
-// give the same bits. Above 64 tokens a stage (W and x) is 96 KB: three buffers become two, 3 CTAs
-// per SM two, and DF11's configuration 0 runs as 3.
+// 2 CTAs per SM; 4: as 3, stage s + 1's raw words loading while stage s decodes; 5: DF11 16 warps
+// of one tile each, one buffer at 2 CTAs per SM (32 decoding warps an SM where 3 has 16), BF16 as
+// 3. Above 64 tokens a stage (W and x) is 96 KB: three buffers become two, 3 CTAs per SM two, and
+// DF11's configuration 0 runs as 3.
+// Bits: every configuration adds, for each output, the same 16-column wgmma steps in column order
+// on the same stage bits. Those of 8 warps (0, 1, 3, 4 and BF16's 5) issue wgmma m64n32k16 up to
+// 64 tokens, those of 16 warps (2, DF11's 5) m64n16k16, each warpgroup a quarter of the tokens. That
+// an output's bits do not depend on the N of the wgmma that computes it is not in NVIDIA's
+// documentation; the GPU tests check it for the pairs the model runs (DF11 5 against BF16 3 at
+// 1-128 tokens, tests/kernels/df11_lanes_test.cc) and wgmma_tile_bench on every shape it times
+// (bench/results/wgmma_tile_h200_16_warps.log: 0 outputs differ at 16-64 tokens).
 // Asynchronous, launched as a dependent. INVALID_ARGUMENT for other shapes or alignments (x, W
 // 16-byte aligned, K % 8 == 0), FAILED_PRECONDITION on a GPU that is not compute capability 9.0.
 inline constexpr int64_t kWgmmaTileMaxTokens = 128;
@@ -111,20 +119,26 @@ Status WgmmaTileGemmGated(Activation act, const uint16_t* x, const uint16_t* w, 
                           int64_t inter, int64_t k, uint16_t* out, GpuStream stream, int config = 0);
 
 // Where the model runs the wgmma tile linear, in both formats (a DF11 matrix's fixed lanes by
-// Df11WgmmaTileGemm(Gated), a BF16 one by GemmHandle and WgmmaTileGemm(Gated), all with
-// kWgmmaTileModelConfig for BF16 and WgmmaTileDf11Config for DF11, configurations of the same
-// warps, so the bits agree): on a compute capability 9.0 GPU, for the matrices a DF11 model keeps
-// at 4 rows per tile (FixedRowsPerTile: gate|up and lm_head of the 8B shape), at
-// kWgmmaTileModelMinTokens .. min(kTileGemmMaxTokens, tile_max_tokens) tokens, where TileGemm ran
-// before. On the H100 there (bench/results/wgmma_tile_h100_gated*.log) gate|up with its activation
-// runs 0.83-0.91x (BF16) and 0.95-0.97x (DF11) the time of what ran before, lm_head 0.98-0.99x and
-// 0.86-0.87x.
+// Df11WgmmaTileGemm(Gated), a BF16 one by GemmHandle and WgmmaTileGemm(Gated), with
+// kWgmmaTileModelConfig for BF16 and WgmmaTileDf11Config for DF11, whose bits agree: above): on a
+// compute capability 9.0 GPU, for the matrices a DF11 model keeps at 4 rows per tile
+// (FixedRowsPerTile: gate|up and lm_head of the 8B shape), from kWgmmaTileModelMinTokens (a plain
+// linear) or kWgmmaTileGatedModelMinTokens (gate|up with its activation) to min(kTileGemmMaxTokens,
+// tile_max_tokens) tokens, where TileGemm ran before. On the H100 (configuration 3 or 4 for DF11,
+// bench/results/wgmma_tile_h100_gated*.log) gate|up with its activation ran 0.83-0.91x (BF16) and
+// 0.95-0.97x (DF11) the time of what ran before at 33-64 tokens, lm_head 0.98-0.99x and 0.86-0.87x.
+// With DF11's configuration 5 (H200, bench/results/wgmma_tile_h200_16_warps.log) gate|up with its
+// activation takes 0.92-0.94x Df11TileGemmGated at 17-32 tokens (BF16's configuration 3 0.98-1.00x
+// TileGemmGated; at 16 tokens, where Df11TileGemmGated takes tokens in 2 groups of 8, DF11 1.09x)
+// and 0.89x / 0.89x / 0.96-0.98x what the model ran at 33 / 48 / 64 tokens; lm_head would take
+// 0.90-0.93x at 17-32 tokens, but its BF16 twin 1.06-1.07x TileGemm, so it stays from 33.
 inline constexpr int64_t kWgmmaTileModelMinTokens = 33;
+inline constexpr int64_t kWgmmaTileGatedModelMinTokens = 17;
 inline constexpr int kWgmmaTileModelConfig = 3;
-// The DF11 pipeline the model runs: for a gate|up linear up to 48 tokens configuration 4 (the next
-// stage's raw words loading while one decodes: gate|up at 33 tokens 0.964x Df11TileGemmGated
-// against 1.044x with 3), else 3 (lm_head 0.87x against 0.885-0.889x with 4).
-inline int WgmmaTileDf11Config(bool gated, int64_t tokens) { return gated && tokens <= 48 ? 4 : 3; }
+// The DF11 pipeline the model runs: configuration 5 for gate|up with its activation and for a plain
+// linear up to 48 tokens, else 3 (H200, wgmma_tile_h200_16_warps.log: lm_head 0.93-0.96x
+// configuration 3 at 33 and 48 tokens, 1.04x at 64).
+inline int WgmmaTileDf11Config(bool gated, int64_t tokens) { return gated || tokens <= 48 ? 5 : 3; }
 // Whether a linear [n, k] at these tokens takes the wgmma tile linear in the model (x 16-byte aligned).
 bool WgmmaTileApplies(const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int64_t tile_max_tokens);
 // WgmmaTileApplies for the gate|up matrix [2 inter, k], with inter % 32 == 0 (WgmmaTileGemmGated).

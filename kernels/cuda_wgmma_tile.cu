@@ -20,16 +20,21 @@
 // (g kN ..) with 16 wgmma m64nNk16, one per 16 columns in column order: the same instructions on
 // the same bits for both loaders, so a DF11 matrix and its BF16 twin give the same bits.
 //
-// Reduction order, fixed for given (warps: 8 or 16, K): per output, the stages in order, in each the 16
-// column steps in order (inside a step the hardware's order), fp32; then the bias, then y's old
-// value, rounded to bf16 once.
+// Reduction order, fixed for a given K: per output, the stages in order, in each the 16 column steps
+// in order (inside a step the hardware's order), fp32; then the bias, then y's old value, rounded
+// to bf16 once. 8 warps issue m64n32k16 up to 64 tokens, 16 warps m64n16k16: that N does not change
+// an output's bits is checked by the GPU tests (cuda_gemm.h, "Bits").
 //
 // Used by the model (cuda_gemm.h, WgmmaTileApplies) for the matrices of 4 rows per tile at 33-64
-// tokens, in both formats: on the H100 the 8B step's gate|up with its activation (the gated form)
-// runs 0.83-0.91x (BF16) and 0.95-0.97x (DF11) the time of what ran before, lm_head 0.98-0.99x and
-// 0.86-0.87x (bench/results/wgmma_tile_h100_gated*.log; a decode step at batch 33 / 48 / 64
-// 0.3-0.5 ms faster in BF16 and 0.1-0.3 in DF11: ab_h100_wgmma_tile.log). Below 33 tokens DF11 loses to
-// Df11TileGemmGated (1.05-1.19x at 16-32). The first measurements, at 33-64 tokens
+// tokens (gate|up with its activation from 17), in both formats. On the H100 (DF11 configurations 3
+// and 4) the 8B step's gate|up with its activation ran 0.83-0.91x (BF16) and 0.95-0.97x (DF11) the
+// time of what ran before, lm_head 0.98-0.99x and 0.86-0.87x (bench/results/wgmma_tile_h100_gated*.log;
+// a decode step at batch 33 / 48 / 64 0.3-0.5 ms faster in BF16 and 0.1-0.3 in DF11:
+// ab_h100_wgmma_tile.log). DF11 runs configuration 5 since (16 warps of one tile each: 32 decoding
+// warps an SM at 64 registers, 28 bytes spilled; on an H200 gate|up with its activation 0.89x
+// configurations 3 / 4 at 33-48 tokens and 0.92-0.94x Df11TileGemmGated at 17-32,
+// wgmma_tile_h200_16_warps.log). With configurations 3 / 4 DF11 lost to Df11TileGemmGated
+// (1.05-1.19x at 16-32 tokens, H100). The first measurements, at 33-64 tokens
 // (wgmma_tile_h100_*.log of 2026-11-26, docs/df11-lanes.md, "The DF11 producer for wgmma"): the
 // decoder, at 16 warps an SM, decodes 730-950 G weights/s, where Df11TileGemm's 24 warps reach
 // 1.1-1.3 T at 8 tokens; the 3-CTA pipeline (config 0) fits 80 registers only by spilling and is no
@@ -404,6 +409,7 @@ Status LaunchBf16(int config, const uint16_t* x, const uint16_t* w, const float*
     case 1:
     case 3:
     case 4:
+    case 5:
       return Launch<8, kTokens>(OneBuffer{w, n, k}, x, bias, n, k, tokens, accumulate, gate, y, stream);
     case 2:
       return Launch<16, kTokens>(Buffers{w, n, k}, x, bias, n, k, tokens, accumulate, gate, y, stream);
@@ -427,6 +433,8 @@ Status LaunchDf11(int config, const uint16_t* x, const DeviceLanes& w, const uin
       return Launch<8, kTokens>(Df11Loader<2, 1, 2, true>{{w, sm}}, x, bias, n, k, tokens, accumulate, gate, y, stream);
     case 3:
       return Launch<8, kTokens>(Df11Loader<2, 1, 2>{{w, sm}}, x, bias, n, k, tokens, accumulate, gate, y, stream);
+    case 5:
+      return Launch<16, kTokens>(Df11Loader<1, 1, 2>{{w, sm}}, x, bias, n, k, tokens, accumulate, gate, y, stream);
     default:
       if constexpr (kTokens > 64) {
         return Launch<8, kTokens>(Df11Loader<2, 1, 2>{{w, sm}}, x, bias, n, k, tokens, accumulate, gate, y, stream);
@@ -445,7 +453,7 @@ std::string Shape(int64_t tokens, int64_t n, int64_t k) {
 
 bool Operands(const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int config) {
   return tokens >= 1 && tokens <= kMaxTokens && n > 0 && n <= (int64_t{1} << 36) && k > 0 && k % 8 == 0 &&
-         k <= (int64_t{1} << 24) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && config >= 0 && config <= 4;
+         k <= (int64_t{1} << 24) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && config >= 0 && config <= 5;
 }
 
 // A gate|up linear's rows: gate and up halves of whole CTAs.
@@ -456,7 +464,7 @@ Status Bf16Linear(const uint16_t* x, const uint16_t* w, const float* bias, int64
   if (!Operands(x, tokens, n, k, config) || reinterpret_cast<uintptr_t>(w) % 16 != 0 ||
       (gate.inter > 0 && (!GatedRows(gate.inter) || n != 2 * gate.inter || accumulate))) {
     return InvalidArgument(std::string(name) + ": " + Shape(tokens, n, k) + " needs 1.." + std::to_string(kMaxTokens) +
-                           " tokens, K a multiple of 8, 16-byte aligned x and W, configuration 0 to 4" +
+                           " tokens, K a multiple of 8, 16-byte aligned x and W, configuration 0 to 5" +
                            (gate.inter > 0 ? ", and 2 inter rows with inter a multiple of 32" : ""));
   }
   if (!cuda::WgmmaGemmAvailable()) {
@@ -475,7 +483,7 @@ Status Df11Linear(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_m
       (gate.inter > 0 && (!GatedRows(gate.inter) || w.rows != 2 * gate.inter))) {
     return InvalidArgument(std::string(name) + ": " + Shape(tokens, w.rows, w.cols) +
                            " needs fixed lanes of 4 rows per tile, 1.." + std::to_string(kMaxTokens) +
-                           " tokens, K a multiple of 8, 16-byte aligned x, configuration 0 to 4" +
+                           " tokens, K a multiple of 8, 16-byte aligned x, configuration 0 to 5" +
                            (gate.inter > 0 ? ", and 2 inter rows with inter a multiple of 32" : ""));
   }
   if (!cuda::WgmmaGemmAvailable()) {
@@ -489,14 +497,20 @@ Status Df11Linear(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_m
 
 namespace cuda {
 
+namespace {
+// WgmmaTileApplies from min_tokens.
+bool AppliesFrom(int64_t min_tokens, const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int64_t tile_max_tokens) {
+  return tokens >= min_tokens && tokens <= std::min(kTileGemmMaxTokens, tile_max_tokens) && n > 0 && k > 0 &&
+         k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && FixedRowsPerTile(n, k) == kR && WgmmaGemmAvailable();
+}
+}  // namespace
+
 bool WgmmaTileApplies(const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int64_t tile_max_tokens) {
-  return tokens >= kWgmmaTileModelMinTokens && tokens <= std::min(kTileGemmMaxTokens, tile_max_tokens) && n > 0 &&
-         k > 0 && k % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && FixedRowsPerTile(n, k) == kR &&
-         WgmmaGemmAvailable();
+  return AppliesFrom(kWgmmaTileModelMinTokens, x, tokens, n, k, tile_max_tokens);
 }
 
 bool WgmmaTileGatedApplies(const uint16_t* x, int64_t tokens, int64_t inter, int64_t k, int64_t tile_max_tokens) {
-  return GatedRows(inter) && WgmmaTileApplies(x, tokens, 2 * inter, k, tile_max_tokens);
+  return GatedRows(inter) && AppliesFrom(kWgmmaTileGatedModelMinTokens, x, tokens, 2 * inter, k, tile_max_tokens);
 }
 
 Status WgmmaTileGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,

@@ -832,12 +832,14 @@ TEST(Df11LanesCuda, FusedTileGemmGatedIsTileGemmGatedBitForBit) {
 }
 
 // The fused DF11 Hopper linear (fixed lanes of 4 rows per tile) vs WgmmaTileGemm on the BF16
-// twin in each configuration (configurations 0 and 1, 3 and 4 cross: the same warps give the same bits),
-// and WgmmaTileGemm against the CPU's fp32 product.
+// twin in each configuration (configurations 0 and 1, 3 and 4 cross: the same warps give the same
+// bits; DF11's 5, 16 warps issuing wgmma m64n16k16, against BF16's 3, 8 warps issuing m64n32k16,
+// the pair the model runs, and against BF16's 2), and WgmmaTileGemm against the CPU's fp32 product.
 TEST(Df11LanesCuda, FusedWgmmaTileIsWgmmaTileBitForBit) {
   REQUIRE_GPU();
   if (!cuda::WgmmaGemmAvailable()) GTEST_SKIP() << "not a compute capability 9.0 GPU: WgmmaTileGemm not tested";
-  for (const auto& configs : {std::pair<int, int>{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}, {1, 0}, {0, 1}, {3, 4}}) {
+  for (const auto& configs :
+       {std::pair<int, int>{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 5}, {1, 0}, {0, 1}, {3, 4}, {3, 5}, {2, 5}}) {
     const int twin_config = configs.first, fused_config = configs.second;  // lambdas capture these
     SCOPED_TRACE("BF16 configuration " + std::to_string(twin_config) + ", DF11 configuration " +
                  std::to_string(fused_config));
@@ -893,12 +895,13 @@ TEST(Df11LanesCuda, FusedWgmmaTileIsWgmmaTileBitForBit) {
   EXPECT_EQ(cuda::WgmmaTileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 1, 12, false, nullptr, nullptr).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(
-      cuda::WgmmaTileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 1, 64, false, nullptr, nullptr, 5).code(),
+      cuda::WgmmaTileGemm(x.as<uint16_t>(), x.as<uint16_t>(), nullptr, 8, 1, 64, false, nullptr, nullptr, 6).code(),
       StatusCode::kInvalidArgument);
 }
 
 // The gated form of the fused DF11 Hopper linear (fixed lanes of 4 rows per tile) vs
-// cuda::WgmmaTileGemmGated on the BF16 twin (configurations of 8 warps cross: 4 against 3) and vs
+// cuda::WgmmaTileGemmGated on the BF16 twin (configurations of 8 warps cross: 4 against 3; DF11's 5
+// of 16 warps against BF16's 3, the model's pair) and vs
 // WgmmaTileGemm then GatedActivation: the same bits at 1-128 tokens, both activations, with and
 // without a bias, K not a multiple of a stage; every output written. Then which shapes and tokens
 // the model sends to the wgmma tile linear (cuda::WgmmaTileApplies), and shapes it must refuse.
@@ -914,11 +917,11 @@ TEST(Df11LanesCuda, FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit) {
     std::vector<float> bias(rows);
     for (size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(static_cast<int>(i % 200) - 100) / 64.0f;
     const auto dbias = Upload(bias);
-    for (const int64_t tokens : {1, 17, 33, 64, 65, 100, 128}) {
+    for (const int64_t tokens : {1, 17, 24, 33, 64, 65, 100, 128}) {
       const auto dx = Upload(testing::GaussianWeights(tokens * cols, 1.0f, static_cast<uint32_t>(tokens * 7 + cols)));
       for (const Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
         for (const bool with_bias : {false, true}) {
-          for (const auto& [twin_config, fused_config] : {std::pair<int, int>{3, 3}, {3, 4}, {2, 2}}) {
+          for (const auto& [twin_config, fused_config] : {std::pair<int, int>{3, 3}, {3, 4}, {2, 2}, {3, 5}}) {
             SCOPED_TRACE("[" + std::to_string(rows) + ", " + std::to_string(cols) + "], " + std::to_string(tokens) +
                          " tokens" + (act == Activation::kSilu ? ", silu" : ", gelu") + (with_bias ? ", bias" : "") +
                          ", configurations " + std::to_string(twin_config) + " / " + std::to_string(fused_config));
@@ -950,7 +953,8 @@ TEST(Df11LanesCuda, FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit) {
     }
   }
   // The model's choice: 4 rows per tile (FixedRowsPerTile: 8,192 rows and more, or an odd number of
-  // a row's lane entries), 33 to min(64, tile_max_tokens) tokens.
+  // a row's lane entries), 33 (gate|up with its activation: 17) to min(64, tile_max_tokens) tokens;
+  // DF11 in configuration 5 up to 48 tokens and gated, else 3.
   const auto x = Upload(std::vector<uint16_t>(size_t{64} * 4096, 0));
   const uint16_t* dx = x.as<uint16_t>();
   EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 33, 151936, 4096, 64));  // an 8B model's lm_head
@@ -961,7 +965,15 @@ TEST(Df11LanesCuda, FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit) {
   EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 40, 151936, 4096, 32));  // tile_max_tokens 32: cuBLAS
   EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 40, 4096, 4096, 64));    // 1 row per tile
   EXPECT_FALSE(cuda::WgmmaTileApplies(dx + 1, 40, 151936, 4096, 64));
-  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 48, 12288, 4096, 64));   // an 8B model's gate|up
+  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 48, 12288, 4096, 64));  // an 8B model's gate|up
+  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 17, 12288, 4096, 64));
+  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 24, 12288, 4096, 32));
+  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 16, 12288, 4096, 64));
+  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 65, 12288, 4096, 64));
+  EXPECT_EQ(cuda::WgmmaTileDf11Config(true, 24), 5);
+  EXPECT_EQ(cuda::WgmmaTileDf11Config(true, 64), 5);
+  EXPECT_EQ(cuda::WgmmaTileDf11Config(false, 48), 5);
+  EXPECT_EQ(cuda::WgmmaTileDf11Config(false, 49), 3);
   EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 48, 12304, 4096, 64));  // inter not a multiple of 32
   EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 48, 1024, 4096, 64));   // 1 row per tile
   const auto m = MakeMatrix(testing::GaussianWeights(int64_t{96} * 64, 0.02f, 3), 96, 64);
