@@ -73,8 +73,9 @@ struct ModelOptions {
   // Others: INVALID_ARGUMENT.
   int tile_max_tokens = 64;
   // kCuda on a compute capability 9.0 GPU: the matrices a DF11 model keeps at 4 rows per tile
-  // (gate|up and lm_head of the 8B shape) run the Hopper wgmma tile linear from 33 to
-  // tile_max_tokens tokens, in both formats (kernels/cuda_gemm.h, WgmmaTileApplies); false: the
+  // (gate|up and lm_head of the 8B shape) run the Hopper wgmma tile linear from 33 (gate|up with
+  // its activation: 17) to tile_max_tokens tokens, in both formats (kernels/cuda_gemm.h,
+  // WgmmaTileApplies); false: the
   // TileGemm pair as before. A DF11 model and its BF16 twin give the same bits when both load with
   // the same value.
   bool wgmma_tile = true;
