@@ -75,9 +75,8 @@ struct ModelOptions {
   // kCuda on a compute capability 9.0 GPU: the matrices a DF11 model keeps at 4 rows per tile
   // (gate|up and lm_head of the 8B shape) run the Hopper wgmma tile linear from 33 (gate|up with
   // its activation: 17) to tile_max_tokens tokens, in both formats (kernels/cuda_gemm.h,
-  // WgmmaTileApplies); false: the
-  // TileGemm pair as before. A DF11 model and its BF16 twin give the same bits when both load with
-  // the same value.
+  // WgmmaTileApplies); false: the TileGemm pair as before. A DF11 model and its BF16 twin give the
+  // same bits when both load with the same value.
   bool wgmma_tile = true;
   // DF11 checkpoint: every unit is decoded once at load (on the CPU) and kept as BF16, so the model
   // holds and runs exactly as its BF16 original would (same bits, same kernels, BF16's bytes and
