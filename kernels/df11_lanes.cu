@@ -145,6 +145,13 @@ Status LaunchTokens(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t
                               : Launch<kTokens, 1>(x, w, t, sm, bias, accumulate, y, stream, mismatches);
 }
 
+// Whether w carries a split state in the layout GemvSplitChunk names: fixed lanes of 4 rows per
+// tile whose split block starts at its chunk.
+bool HasGemvSplitState(const DeviceLanes& w) {
+  return w.code == LaneCode::kFixed3 && w.rows_per_tile == 4 && w.split_block != 0 && w.tile_split != nullptr &&
+         int64_t{w.split_block} * kLanes == GemvSplitChunk(w.rows, w.cols);
+}
+
 Status CheckOperands(const DeviceLanes& w, const uint8_t* sm) {
   const bool fixed = w.code == LaneCode::kFixed3;
   const bool tile_ok = w.rows_per_tile == 1 || w.rows_per_tile == 4 || (fixed && w.rows_per_tile == 2);
@@ -156,8 +163,7 @@ Status CheckOperands(const DeviceLanes& w, const uint8_t* sm) {
                            "aligned sign_mantissa and, for fixed lanes, non-empty escape arrays");
   }
   // A split state only where the BF16 Gemv splits (GemvSplitChunk), in the layout it names.
-  if (w.split_block != 0 && (!fixed || w.rows_per_tile != 4 || w.tile_split == nullptr ||
-                             int64_t{w.split_block} * kLanes != GemvSplitChunk(w.rows, w.cols))) {
+  if (w.split_block != 0 && !HasGemvSplitState(w)) {
     return InvalidArgument("DF11 lanes: [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) +
                            "] carry a split state at block " + std::to_string(w.split_block) +
                            " that is not GemvSplitChunk's for fixed lanes of 4 rows per tile");
@@ -258,9 +264,7 @@ Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& table
 }
 
 bool Df11GemvTakes(const DeviceLanes& w, int64_t tokens) {
-  if (tokens != 1 || GemvSplitChunk(w.rows, w.cols) == 0) return true;
-  return w.code == LaneCode::kFixed3 && w.rows_per_tile == 4 && w.split_block != 0 && w.tile_split != nullptr &&
-         int64_t{w.split_block} * kLanes == GemvSplitChunk(w.rows, w.cols);
+  return tokens != 1 || GemvSplitChunk(w.rows, w.cols) == 0 || HasGemvSplitState(w);
 }
 
 bool Df11GemvGatedApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens, int64_t inter) {
