@@ -164,8 +164,8 @@ int Main(int argc, char** argv) {
         Check(cuda::Gemv(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
       });
       // The Huffman lanes' GEMV does not run a matrix whose 1-token sums split (Df11GemvTakes): NaN, "n/a".
-      const bool huffman = Df11GemvTakes(c[0].lanes.lanes(), t);
-      const double fused = !huffman ? std::nan("") : MedianMs(copies, [&](int i) {
+      const bool huffman_takes = Df11GemvTakes(c[0].lanes.lanes(), t);
+      const double fused = !huffman_takes ? std::nan("") : MedianMs(copies, [&](int i) {
         Check(Df11Gemv(x, c[i].lanes.lanes(), TablesOf(c[i].unit.unit()), c[i].unit.unit().sign_mantissa, nullptr, t,
                        false, y2, nullptr));
       });
@@ -181,7 +181,7 @@ int Main(int argc, char** argv) {
       Check(cuda::Gemv(x, c[0].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
       std::vector<uint16_t> a(t * s.n), b(t * s.n);
       CK(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
-      if (huffman) {
+      if (huffman_takes) {
         Check(Df11Gemv(x, c[0].lanes.lanes(), TablesOf(c[0].unit.unit()), c[0].unit.unit().sign_mantissa, nullptr, t,
                        false, y2, nullptr));
         CK(cudaMemcpy(b.data(), y2, b.size() * 2, cudaMemcpyDeviceToHost));
@@ -198,13 +198,13 @@ int Main(int argc, char** argv) {
       step_scratch[t] += s.per_step * via_scratch;
       std::printf("%-13s %3ld | %9.4f %9.4f %9.4f %9.4f | %6.3f %6.3f %6.3f | %s %s\n", s.name, static_cast<long>(t),
                   bf16, fused, fused_fixed, via_scratch, fused / bf16, fused_fixed / bf16, via_scratch / bf16,
-                  BitsWord(huffman, same), BitsWord(fixed_takes, same_fixed));
+                  BitsWord(huffman_takes, same), BitsWord(fixed_takes, same_fixed));
       json +=
           std::string(first_row ? "" : ",") + "\n  {\"linear\": \"" + s.name + "\", \"n\": " + std::to_string(s.n) +
           ", \"k\": " + std::to_string(s.k) + ", \"tokens\": " + std::to_string(t) +
           ", \"bf16_gemv_ms\": " + std::to_string(bf16) + ", \"df11_fused_ms\": " + JsonMs(fused) +
           ", \"df11_decode_then_gemv_ms\": " + std::to_string(via_scratch) +
-          ", \"fused_bits_equal_bf16\": " + BitsJson(huffman, same) +
+          ", \"fused_bits_equal_bf16\": " + BitsJson(huffman_takes, same) +
           ", \"df11_fixed_fused_ms\": " + JsonMs(fused_fixed) +
           ", \"fixed_bits_equal_bf16\": " + BitsJson(fixed_takes, same_fixed) +
           ", \"fixed_decode_ms\": " + std::to_string(fixed_decode) +
