@@ -68,6 +68,7 @@ constexpr int kCols = 256;             // columns per stage: one fixed-lanes blo
 constexpr int kBlockBytes = 64 * 128;  // one 64-column swizzled block of W's 64 rows
 constexpr int kStageBytes = 4 * kBlockBytes;
 constexpr int kMaxTokens = 128;  // cuda::kWgmmaTileMaxTokens
+constexpr int kLastConfig = 5;   // configurations 0 .. kLastConfig (cuda_gemm.h, WgmmaTileGemm)
 
 // x's stage for a kernel of kTokens tokens (64 or 128): four 64-column blocks of kTokens rows.
 template <int kTokens>
@@ -453,7 +454,7 @@ std::string Shape(int64_t tokens, int64_t n, int64_t k) {
 
 bool Operands(const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int config) {
   return tokens >= 1 && tokens <= kMaxTokens && n > 0 && n <= (int64_t{1} << 36) && k > 0 && k % 8 == 0 &&
-         k <= (int64_t{1} << 24) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && config >= 0 && config <= 5;
+         k <= (int64_t{1} << 24) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && config >= 0 && config <= kLastConfig;
 }
 
 // A gate|up linear's rows: gate and up halves of whole CTAs.
@@ -464,7 +465,8 @@ Status Bf16Linear(const uint16_t* x, const uint16_t* w, const float* bias, int64
   if (!Operands(x, tokens, n, k, config) || reinterpret_cast<uintptr_t>(w) % 16 != 0 ||
       (gate.inter > 0 && (!GatedRows(gate.inter) || n != 2 * gate.inter || accumulate))) {
     return InvalidArgument(std::string(name) + ": " + Shape(tokens, n, k) + " needs 1.." + std::to_string(kMaxTokens) +
-                           " tokens, K a multiple of 8, 16-byte aligned x and W, configuration 0 to 5" +
+                           " tokens, K a multiple of 8, 16-byte aligned x and W, configuration 0 to " +
+                           std::to_string(kLastConfig) +
                            (gate.inter > 0 ? ", and 2 inter rows with inter a multiple of 32" : ""));
   }
   if (!cuda::WgmmaGemmAvailable()) {
@@ -481,10 +483,10 @@ Status Df11Linear(const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_m
   if (!Df11WgmmaTileLanes(w) || w.words == nullptr || reinterpret_cast<uintptr_t>(sign_mantissa) % 8 != 0 ||
       sign_mantissa == nullptr || !Operands(x, tokens, w.rows, w.cols, config) ||
       (gate.inter > 0 && (!GatedRows(gate.inter) || w.rows != 2 * gate.inter))) {
-    return InvalidArgument(std::string(name) + ": " + Shape(tokens, w.rows, w.cols) +
-                           " needs fixed lanes of 4 rows per tile, 1.." + std::to_string(kMaxTokens) +
-                           " tokens, K a multiple of 8, 16-byte aligned x, configuration 0 to 5" +
-                           (gate.inter > 0 ? ", and 2 inter rows with inter a multiple of 32" : ""));
+    return InvalidArgument(
+        std::string(name) + ": " + Shape(tokens, w.rows, w.cols) + " needs fixed lanes of 4 rows per tile, 1.." +
+        std::to_string(kMaxTokens) + " tokens, K a multiple of 8, 16-byte aligned x, configuration 0 to " +
+        std::to_string(kLastConfig) + (gate.inter > 0 ? ", and 2 inter rows with inter a multiple of 32" : ""));
   }
   if (!cuda::WgmmaGemmAvailable()) {
     return FailedPrecondition(std::string(name) + ": needs a compute capability 9.0 GPU (sm_90a)");

@@ -954,7 +954,7 @@ TEST(Df11LanesCuda, FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit) {
   }
   // The model's choice: 4 rows per tile (FixedRowsPerTile: 8,192 rows and more, or an odd number of
   // a row's lane entries), 33 (gate|up with its activation: 17) to min(64, tile_max_tokens) tokens;
-  // DF11 in configuration 5 up to 48 tokens and gated, else 3.
+  // DF11 in configuration 5 for gate|up with its activation and, otherwise, up to 48 tokens; else 3.
   const auto x = Upload(std::vector<uint16_t>(size_t{64} * 4096, 0));
   const uint16_t* dx = x.as<uint16_t>();
   EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 33, 151936, 4096, 64));  // an 8B model's lm_head
