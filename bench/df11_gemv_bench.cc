@@ -10,7 +10,10 @@
 // bits. Prints a table; --json FILE writes the numbers. --fixed-rows R (1, 2 or 4) builds every
 // matrix's fixed lanes with R rows per tile, and runs TileGemm with R too (a layout the model does
 // not use; 0, the default: FixedRowsPerTile, the model's). --only NAME runs that linear alone (for
-// a profiler; the step totals then count it alone).
+// a profiler; the step totals then count it alone). --decoders runs only the decoders: each linear's
+// (bytes moved against the read roofline, bits against the weights), the step's total, and a
+// layer's matrices decoded one after another as the model decodes a unit, without and with
+// LaunchLanesDecode's after_fixed_decode.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -53,6 +56,10 @@ struct Copy {
 int Main(int argc, char** argv) {
   const std::string json_path = JsonPathArg(argc, argv);
   std::string rows_arg, only;
+  bool decoders_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--decoders") decoders_only = true;
+  }
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--fixed-rows") rows_arg = argv[i + 1];
     if (std::string(argv[i]) == "--only") only = argv[i + 1];
@@ -79,6 +86,14 @@ int Main(int argc, char** argv) {
                      "\", \"read_roofline_tbs\": " + std::to_string(roofline / 1e12) + ", \"results\": [";
   bool first_row = true;
   double step_bf16[5] = {}, step_fused[5] = {}, step_fixed[5] = {}, step_scratch[5] = {};  // per tokens, ms per step
+  // The fixed-lane decoder alone over the linears of one step: ms, weights, bytes read and written.
+  double step_decode_ms = 0, step_weights = 0, step_decode_bytes = 0;
+  struct LayerMatrix {
+    Copy copy;
+    uint64_t n;
+  };
+  std::vector<LayerMatrix> layer;  // --decoders: the layer's matrices
+  bool decodes_exact = true;
   // The same at kTileTokens: TileGemm, cuBLAS, Df11TileGemm, fixed decode + cuBLAS.
   // (3, 4, then each bucket's largest token count.)
   constexpr int kTileBuckets = 6;
@@ -159,6 +174,29 @@ int Main(int argc, char** argv) {
         n / (chunk_decode * 1e6), 2.0 * n / 1e6, df11_bytes / 1e6, lanes_bytes / 1e6,
         static_cast<double>(lanes_bytes) / df11_bytes, fixed_bytes / 1e6, static_cast<double>(fixed_bytes) / df11_bytes,
         fixed->rows_per_tile);
+    step_decode_ms += s.per_step * fixed_decode;
+    step_weights += s.per_step * static_cast<double>(n);
+    step_decode_bytes += s.per_step * static_cast<double>(fixed_bytes + 2 * n);
+    {  // the decoder's bits against the weights
+      CK(cudaMemset(out, 0xff, 2 * n));
+      Check(LaunchLanesDecode(c[0].fixed.lanes(), {}, c[0].unit.unit().sign_mantissa, out, nullptr));
+      std::vector<uint16_t> back(n);
+      CK(cudaMemcpy(back.data(), out, 2 * n, cudaMemcpyDeviceToHost));
+      const bool same = back == host;
+      decodes_exact = decodes_exact && same;
+      std::printf("%-13s     fixed decoder: %.0f GB/s moved (read + written), %.3f of the read roofline; bits %s\n",
+                  s.name, (fixed_bytes + 2.0 * n) / (fixed_decode * 1e6),
+                  (fixed_bytes + 2.0 * n) / (fixed_decode * 1e-3) / roofline, same ? "same" : "DIFFER");
+      json += std::string(first_row ? "" : ",") + "\n  {\"linear\": \"" + s.name +
+              "\", \"fixed_decode_ms\": " + std::to_string(fixed_decode) + ", \"weights\": " + std::to_string(n) +
+              ", \"fixed_bytes\": " + std::to_string(fixed_bytes) +
+              ", \"decode_bits_equal\": " + (same ? "true" : "false") + "}";
+      first_row = false;
+    }
+    if (decoders_only) {
+      if (s.per_step > 1) layer.push_back({std::move(c[0]), n});  // one copy of each matrix of a layer
+      continue;
+    }
     for (const int64_t t : {1, 2, 3, 4}) {
       const double bf16 = MedianMs(copies, [&](int i) {
         Check(cuda::Gemv(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
@@ -248,6 +286,68 @@ int Main(int argc, char** argv) {
               ", \"df11_fixed_decode_then_cublas_ms\": " + std::to_string(via_scratch) +
               ", \"tile_bits_equal_bf16\": " + (same ? "true" : "false") + "}";
     }
+  }
+  if (decoders_only) {
+    // A layer's matrices decoded one after another into one scratch, as the model decodes a unit:
+    // each launch after the previous (LaunchLanesDecode's default), then each started while the
+    // previous one's last tiles run (after_fixed_decode). Alternating, medians.
+    uint64_t total = 0;
+    for (const LayerMatrix& m : layer) total += m.n;
+    auto layer_out = cuda::DeviceBuffer::Allocate(2 * total, "layer scratch");
+    Check(layer_out.status());
+    auto decode_layer = [&](bool overlap) {
+      uint64_t at = 0;
+      for (size_t i = 0; i < layer.size(); ++i) {
+        Check(LaunchLanesDecode(layer[i].copy.fixed.lanes(), {}, layer[i].copy.unit.unit().sign_mantissa,
+                                layer_out->as<uint16_t>() + at, nullptr, overlap && i > 0));
+        at += layer[i].n;
+      }
+    };
+    std::vector<double> serial, overlapped;
+    for (int round = 0; round < 5; ++round) {
+      serial.push_back(MedianMs(1, [&](int) { decode_layer(false); }));
+      overlapped.push_back(MedianMs(1, [&](int) { decode_layer(true); }));
+    }
+    std::sort(serial.begin(), serial.end());
+    std::sort(overlapped.begin(), overlapped.end());
+    const double layer_serial = serial[serial.size() / 2], layer_overlapped = overlapped[overlapped.size() / 2];
+    // Both orders give the same bits: the overlapped decode against the weights, matrix by matrix.
+    CK(cudaMemset(layer_out->data(), 0xff, 2 * total));
+    decode_layer(true);
+    CK(cudaDeviceSynchronize());
+    bool layer_exact = true;
+    uint64_t at = 0;
+    for (const LayerMatrix& m : layer) {
+      std::vector<uint16_t> back(m.n), want(m.n);
+      CK(cudaMemcpy(back.data(), layer_out->as<uint16_t>() + at, 2 * m.n, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(want.data(), m.copy.plain.data(), 2 * m.n, cudaMemcpyDeviceToHost));
+      layer_exact = layer_exact && back == want;
+      at += m.n;
+    }
+    decodes_exact = decodes_exact && layer_exact;
+    std::printf(
+        "\na layer's %zu matrices, decoded one after another: %.4f ms; each started during the previous one's last "
+        "tiles: %.4f ms (%.3fx); bits %s\n",
+        layer.size(), layer_serial, layer_overlapped, layer_overlapped / layer_serial, layer_exact ? "same" : "DIFFER");
+    json += std::string(first_row ? "" : ",") + "\n  {\"layer_decode_serial_ms\": " + std::to_string(layer_serial) +
+            ", \"layer_decode_overlapped_ms\": " + std::to_string(layer_overlapped) +
+            ", \"layer_decode_bits_equal\": " + (layer_exact ? "true" : "false") + "}";
+    first_row = false;
+  }
+  std::printf(
+      "\nfixed-lane decoder alone, linears of one step (36 layers + lm_head): %.3f ms, %.0f G weights/s, %.0f GB/s "
+      "moved (%.3f of the read roofline); bits %s\n",
+      step_decode_ms, step_weights / (step_decode_ms * 1e6), step_decode_bytes / (step_decode_ms * 1e6),
+      step_decode_bytes / (step_decode_ms * 1e-3) / roofline, decodes_exact ? "same" : "DIFFER");
+  json += std::string(first_row ? "" : ",") + "\n  {\"decoder_step_ms\": " + std::to_string(step_decode_ms) +
+          ", \"decoder_step_weights\": " + std::to_string(step_weights) +
+          ", \"decoder_step_bytes\": " + std::to_string(step_decode_bytes) +
+          ", \"decoder_bits_equal\": " + (decodes_exact ? "true" : "false") + "}";
+  first_row = false;
+  if (decoders_only) {
+    json += "\n]}\n";
+    if (!json_path.empty()) std::ofstream(json_path) << json;
+    return decodes_exact ? 0 : 1;
   }
   std::printf("\nlinears of one decode step (36 layers + lm_head), ms:\n");
   for (int b = 0; b < kTileBuckets; ++b) {

@@ -324,10 +324,11 @@ Status Df11TileGemmGated(Activation act, const uint16_t* x, const DeviceLanes& w
 }
 
 Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa, uint16_t* out,
-                         GpuStream stream) {
+                         GpuStream stream, bool after_fixed_decode) {
   DF11_RETURN_IF_ERROR(CheckOperands(w, sign_mantissa));
   if (reinterpret_cast<uintptr_t>(out) % 16 != 0) return InvalidArgument("LaunchLanesDecode: out not 16-byte aligned");
-  return LaunchCode<0>(nullptr, w, tables, sign_mantissa, nullptr, false, out, stream);
+  if (w.code == LaneCode::kFixed3) return LaunchFixedLanesDecode(w, sign_mantissa, out, after_fixed_decode, stream);
+  return LaunchTokens<0>(nullptr, w, tables, sign_mantissa, nullptr, false, out, stream, nullptr);
 }
 
 Status LaunchLanesCompare(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa,

@@ -147,9 +147,12 @@ Status Df11WgmmaTileGemmGated(Activation act, const uint16_t* x, const DeviceLan
                               int config = 0);
 
 // W [rows, cols] as BF16 into out (16-byte aligned, row-major); sign_mantissa as for Df11Gemv. Asynchronous; returns
-// the launch error.
+// the launch error. after_fixed_decode: the stream's previous operation is a LaunchLanesDecode of fixed lanes whose
+// output does not overlap this one's out (a unit's matrices, one after another); where these lanes are fixed too,
+// this decode then starts while that one's last tiles run instead of after them (it still completes only after that
+// one has). Where either is not fixed lanes, or anything else comes between them in the stream, it must be false.
 Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa, uint16_t* out,
-                         GpuStream stream);
+                         GpuStream stream, bool after_fixed_decode = false);
 
 // Adds to *mismatches (device memory) the number of 8-element groups where W decoded from its lane
 // streams differs from `expected` [rows, cols] (device, 16-byte aligned): the load-time check.

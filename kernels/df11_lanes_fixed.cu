@@ -20,6 +20,18 @@ using fixed_lanes::Tables;
 
 constexpr int kWarps = 8;
 
+// Where a kernel lets the stream's next kernel start (cuda::AllowDependents) and where it waits for
+// the previous one (cuda::WaitPrevious).
+enum class Order {
+  kEarly,        // the next may start at once; waits before touching x or y (GEMV, compare)
+  kWaitFirst,    // a decode: waits, then lets the next start, so that a decode launched kAfterDecode
+                 // behind it starts only once everything before this one is done
+  kAfterDecode,  // a decode behind a kWaitFirst or kAfterDecode decode of other rows (LaunchLanesDecode's
+                 // after_fixed_decode): needs nothing that decode writes, so it starts at once and the
+                 // two overlap (the first one's last tiles, the second's first); waits at its end, so
+                 // that its completion still implies the previous decode's
+};
+
 // What a warp needs to walk one tile: its lane's pointers at the tile's first block (advanced
 // block by block), the tile's escapes, and its limits.
 struct TileWalk {
@@ -113,15 +125,17 @@ __device__ __forceinline__ void WalkTile(TileWalk tw, EscapeQueue& q, uint64_t r
 // kTokens == 0: y = W. kTokens == -1: *mismatches += the 8-element groups of W that differ from
 // y's. kRows = w.rows_per_tile. Entry i of block j is row i % kRows of the tile and column group
 // lane + 32 (kCols j + i / kRows), kCols = 4 / kRows.
-template <int kTokens, int kRows>
+template <int kTokens, int kRows, Order kOrder = Order::kEarly>
 __device__ __forceinline__ void FixedLanes(const uint16_t* __restrict__ x, const DeviceLanes& w,
                                            const uint8_t* __restrict__ sm, const float* __restrict__ bias,
                                            bool accumulate, uint16_t* __restrict__ y,
                                            uint32_t* __restrict__ mismatches) {
-  cuda::AllowDependents();
+  static_assert(kOrder == Order::kEarly || kTokens == 0, "only a decode orders itself otherwise");
+  if constexpr (kOrder != Order::kWaitFirst) cuda::AllowDependents();
   __shared__ uint2 escape_table[16];
   const Tables t = fixed_lanes::CtaTables(escape_table, w);
-  cuda::WaitPrevious();  // x and y belong to the stream's earlier kernels
+  if constexpr (kOrder != Order::kAfterDecode) cuda::WaitPrevious();  // x and y belong to the stream's earlier kernels
+  if constexpr (kOrder == Order::kWaitFirst) cuda::AllowDependents();
   const int lane = threadIdx.x % 32;
   const uint32_t chunks = static_cast<uint32_t>(w.cols / 8), per_row = (chunks + 31) / 32;
   const uint32_t blocks = (kRows * per_row + 3) / 4;
@@ -200,6 +214,7 @@ __device__ __forceinline__ void FixedLanes(const uint16_t* __restrict__ x, const
     }
     if constexpr (kTokens > 0) cuda::GemvStore<kRows, kTokens>(acc, first, w.rows, bias, accumulate, y);
   }
+  if constexpr (kOrder == Order::kAfterDecode) cuda::WaitPrevious();
 }
 
 template <int kTokens, int kRows>
@@ -208,6 +223,13 @@ __global__ void __launch_bounds__(kWarps * 32)
                      const float* __restrict__ bias, bool accumulate, uint16_t* __restrict__ y,
                      uint32_t* __restrict__ mismatches) {
   FixedLanes<kTokens, kRows>(x, w, sm, bias, accumulate, y, mismatches);
+}
+
+// y = W (FixedLanes<0, kRows, kOrder>; LaunchFixedLanesDecode).
+template <int kRows, Order kOrder>
+__global__ void __launch_bounds__(kWarps * 32)
+    FixedLanesDecodeKernel(DeviceLanes w, const uint8_t* __restrict__ sm, uint16_t* __restrict__ y) {
+  FixedLanes<0, kRows, kOrder>(nullptr, w, sm, nullptr, false, y, nullptr);
 }
 
 // The same with registers capped so that kMinBlocks blocks fit an SM (see Launch).
@@ -351,6 +373,19 @@ Status LaunchFixedLanes(const uint16_t* x, const DeviceLanes& w, const uint8_t* 
       w, [&]<int kRows>() { return Launch<kTokens, kRows>(x, w, sm, bias, accumulate, y, mismatches, stream); });
 }
 
+Status LaunchFixedLanesDecode(const DeviceLanes& w, const uint8_t* sm, uint16_t* y, bool after_fixed_decode,
+                              GpuStream stream) {
+  return ForRowsPerTile(w, [&]<int kRows>() {
+    auto launch = [&](auto kernel, cuda::PersistentFit& fit) {
+      return cuda::LaunchPersistent(kernel, (w.num_tiles() + kWarps - 1) / kWarps, kWarps * 32, fit,
+                                    reinterpret_cast<cudaStream_t>(stream), "FixedLanesDecodeKernel", w, sm, y);
+    };
+    static thread_local cuda::PersistentFit first, after;  // per kernel instance
+    return after_fixed_decode ? launch(FixedLanesDecodeKernel<kRows, Order::kAfterDecode>, after)
+                              : launch(FixedLanesDecodeKernel<kRows, Order::kWaitFirst>, first);
+  });
+}
+
 template <int kTokens>
 Status LaunchFixedLanesGated(Activation act, const uint16_t* x, const DeviceLanes& w, const uint8_t* sm,
                              const float* bias, int64_t inter, uint16_t* out, GpuStream stream) {
@@ -367,7 +402,6 @@ Status LaunchFixedLanesGated(Activation act, const uint16_t* x, const DeviceLane
   template Status LaunchFixedLanes<T>(const uint16_t*, const DeviceLanes&, const uint8_t*, const float*, bool, \
                                       uint16_t*, uint32_t*, GpuStream);
 DF11_FIXED_LANES(-1)
-DF11_FIXED_LANES(0)
 DF11_FIXED_LANES(1)
 DF11_FIXED_LANES(2)
 DF11_FIXED_LANES(3)

@@ -8,12 +8,17 @@
 
 namespace df11 {
 
-// kTokens -1: *mismatches += groups of W that differ from y; 0: y = W; 1..4: y = x · W^T (+ bias)
-// (+ y). Operands checked by the caller. Asynchronous; returns the launch error. Instantiated for
-// -1..4 in df11_lanes_fixed.cu.
+// kTokens -1: *mismatches += groups of W that differ from y; 1..4: y = x · W^T (+ bias) (+ y).
+// Operands checked by the caller. Asynchronous; returns the launch error. Instantiated for -1 and
+// 1..4 in df11_lanes_fixed.cu.
 template <int kTokens>
 Status LaunchFixedLanes(const uint16_t* x, const DeviceLanes& w, const uint8_t* sm, const float* bias, bool accumulate,
                         uint16_t* y, uint32_t* mismatches, GpuStream stream);
+
+// LaunchLanesDecode's for fixed lanes: y = W (after_fixed_decode as LaunchLanesDecode's). Operands
+// checked by the caller.
+Status LaunchFixedLanesDecode(const DeviceLanes& w, const uint8_t* sm, uint16_t* y, bool after_fixed_decode,
+                              GpuStream stream);
 
 // Df11GemvGated's launch: out = gated activation of x · W^T (+ bias) for a gate|up W of 2 inter rows,
 // inter % w.rows_per_tile == 0, 1..2 tokens. Operands checked by the caller. Instantiated for 1, 2.

@@ -104,11 +104,14 @@ Status Model::CudaState::DecodeUnit(int unit, uint16_t* dst, GpuStream s) {
   const DeviceUnitPlan& plan = *units[unit];
   const DeviceUnit& u = plan.buffer.unit();
   DF11_RETURN_IF_ERROR(decode_timer.Begin(s));
-  if (plan.slim) {  // every matrix from its lane streams
+  if (plan.slim) {             // every matrix from its lane streams, each into its own rows of dst
+    bool after_fixed = false;  // the stream's previous operation is the decode of a fixed-lane matrix before it
     for (const DeviceUnitPlan::LaneMatrix& m : plan.lane_matrices) {
-      const Status st = LaunchLanesDecode(lanes[m.lanes].lanes(), TablesOf(u), u.sign_mantissa + m.unit_offset,
-                                          dst + m.scratch_offset, s);
+      const DeviceLanes& l = lanes[m.lanes].lanes();
+      const Status st =
+          LaunchLanesDecode(l, TablesOf(u), u.sign_mantissa + m.unit_offset, dst + m.scratch_offset, s, after_fixed);
       if (!st.ok()) return st.WithContext(plan.host->path);
+      after_fixed = l.code == LaneCode::kFixed3;
     }
   } else {
     for (const DeviceUnitPlan::Range& r : plan.ranges) {

@@ -1041,6 +1041,57 @@ TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
   }
 }
 
+// A unit's matrices decoded one after another into one buffer, each started during the previous
+// one's last tiles (LaunchLanesDecode's after_fixed_decode), as the model decodes a unit: every
+// matrix still gets its weights. A 4-token GEMV writes the second matrix's first rows just before
+// the first decode: a decode that started before it had finished would lose rows to it.
+TEST(Df11LanesCuda, DecodesAfterFixedDecodesGiveTheWeights) {
+  REQUIRE_GPU();
+  std::vector<int> exps(240);
+  std::iota(exps.begin(), exps.end(), 0);
+  std::vector<double> uniform(240, 1.0);
+  struct Part {
+    std::unique_ptr<DeviceMatrix> m;
+    int variant;  // fixed lanes of 1 (2), 2 (3) or 4 (4) rows per tile
+    uint64_t at;  // elements into the buffer
+  };
+  std::vector<Part> parts;
+  parts.push_back({MakeMatrix(testing::GaussianWeights(size_t{2048} * 4096, 0.02f, 21), 2048, 4096), 2, 0});
+  parts.push_back({MakeMatrix(testing::GaussianWeights(size_t{1030} * 2048, 0.02f, 22), 1030, 2048), 4, 0});
+  parts.push_back({MakeMatrix(testing::WeightsWithExponents(size_t{77} * 336, exps, uniform, 23), 77, 336), 2, 0});
+  parts.push_back({MakeMatrix(testing::GaussianWeights(size_t{514} * 1024, 0.03f, 24), 514, 1024), 3, 0});
+  uint64_t total = 0;
+  for (Part& p : parts) {
+    p.at = total;
+    total += (p.m->words.size() + 7) / 8 * 8;  // 16-byte aligned
+  }
+  auto out = cuda::DeviceBuffer::Allocate(total * 2, "out");
+  ASSERT_TRUE(out.ok());
+  const auto x = Upload(testing::GaussianWeights(size_t{4} * 4096, 1.0f, 25));
+  uint16_t* y = out->as<uint16_t>();
+  for (int round = 0; round < 10; ++round) {
+    ASSERT_TRUE(cuda::FillZero(out->data(), total * 2, nullptr).ok());
+    // [4, 2048] outputs over the second matrix's first 8,192 elements.
+    ASSERT_TRUE(cuda::Gemv(x.as<uint16_t>(), parts[0].m->plain.as<uint16_t>(), nullptr, 4, 2048, 4096, false,
+                           y + parts[1].at, nullptr)
+                    .ok());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const Part& p = parts[i];
+      const Status st = LaunchLanesDecode(p.m->lanes[p.variant].lanes(), {}, p.m->unit.unit().sign_mantissa, y + p.at,
+                                          nullptr, i > 0);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+    }
+    const auto got = Download<uint16_t>(*out, total);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const Part& p = parts[i];
+      for (size_t e = 0; e < p.m->words.size(); ++e) {
+        ASSERT_EQ(got[p.at + e], p.m->words[e])
+            << "round " << round << ", matrix " << i << " (" << VariantName(p.variant) << "), element " << e;
+      }
+    }
+  }
+}
+
 // Garbage lane words (every code long, every code short) decode to garbage but stay inside the
 // arrays: the launches succeed (compute-sanitizer's memcheck runs this on the GPU machine).
 TEST(Df11LanesCuda, GarbageStreamsStayInBounds) {
