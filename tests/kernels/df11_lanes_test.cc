@@ -1008,7 +1008,8 @@ TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
   };
   for (const Case& c : {Case{testing::GaussianWeights(size_t{8200} * 64, 0.02f, 7), 8200, 64},
                         Case{fib, static_cast<int64_t>(fib.size() / 512), 512},
-                        Case{testing::WeightsWithExponents(size_t{77} * 336, exps, uniform, 8), 77, 336}}) {
+                        Case{testing::WeightsWithExponents(size_t{77} * 336, exps, uniform, 8), 77, 336},
+                        Case{testing::GaussianWeights(size_t{300} * 40, 0.02f, 9), 300, 40}}) {
     const auto m = MakeMatrix(c.words, c.rows, c.cols);
     for (int tiles = 0; tiles < kLaneVariants; ++tiles) {
       auto out = cuda::DeviceBuffer::Allocate(c.words.size() * 2, "out");
