@@ -150,7 +150,7 @@ Status Df11WgmmaTileGemmGated(Activation act, const uint16_t* x, const DeviceLan
 // the launch error. after_fixed_decode: the stream's previous operation is a LaunchLanesDecode of fixed lanes whose
 // output does not overlap this one's out (a unit's matrices, one after another); where these lanes are fixed too,
 // this decode then starts while that one's last tiles run instead of after them (it still completes only after that
-// one has). Where either is not fixed lanes, or anything else comes between them in the stream, it must be false.
+// one has); other lanes ignore it. Where the previous operation is anything else, it must be false.
 Status LaunchLanesDecode(const DeviceLanes& w, const Df11Tables& tables, const uint8_t* sign_mantissa, uint16_t* out,
                          GpuStream stream, bool after_fixed_decode = false);
 
