@@ -5,7 +5,8 @@
 // cuBLAS for BF16), cuBLAS and the BF16 WgmmaGemm, with the read roofline in the same run.
 // gate|up is also timed with its activation in one launch (WgmmaTileGemmGated and its DF11 twin against
 // Df11TileGemmGated and what BF16 runs today) where the tile kernels run.
-// Usage: wgmma_tile_bench [--tokens 33,48,64] [--configs 0,1,2,3] [--all-4-rows] [--json OUT]
+// Usage: wgmma_tile_bench [--tokens 33,48,64] [--configs 0,1,2,3] [--all-4-rows] [--with-1-row]
+//        [--split-proxy] [--json OUT]
 // (configurations: cuda_gemm.h, WgmmaTileGemm)
 // By default only the matrices a DF11 model keeps at 4 rows per tile (FixedRowsPerTile: gate|up,
 // lm_head); --all-4-rows builds every matrix with 4 rows per tile (a layout the model does not use
@@ -51,12 +52,21 @@ std::vector<uint16_t> Fetch(const uint16_t* p, size_t n) {
 int Main(int argc, char** argv) {
   const std::string json_path = JsonPathArg(argc, argv);
   std::vector<int64_t> token_counts = {33, 48, 64}, configs = {0, 1, 2, 3};
-  bool all_4_rows = false;
+  bool all_4_rows = false, with_1_row = false;
+  std::vector<StepLinear> linears(std::begin(kQwen3_8bStepLinears), std::end(kQwen3_8bStepLinears));
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--tokens" && i + 1 < argc) token_counts = ParseList(argv[++i]);
     if (a == "--configs" && i + 1 < argc) configs = ParseList(argv[++i]);
     if (a == "--all-4-rows") all_4_rows = true;
+    if (a == "--with-1-row") with_1_row = true;
+    if (a == "--split-proxy") {
+      // The 1-row matrices with K split S ways, as [S n, K / S] at 4 rows per tile: the grid and the
+      // work a CTA would have (not the split sums' combine).
+      linears = {
+          {"q|k|v/2", 2 * 6144, 4096 / 2, 36}, {"o/4", 4 * 4096, 4096 / 4, 36}, {"down/4", 4 * 4096, 12288 / 4, 36}};
+      all_4_rows = true;
+    }
   }
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -80,14 +90,15 @@ int Main(int argc, char** argv) {
                      "\", \"read_roofline_tbs\": " + std::to_string(roofline / 1e12) +
                      ", \"all_4_rows\": " + (all_4_rows ? "true" : "false") + ", \"linears\": [";
   bool first = true;
-  for (const StepLinear& s : kQwen3_8bStepLinears) {
-    if (!all_4_rows && FixedRowsPerTile(s.n, s.k) != 4) continue;
+  for (const StepLinear& s : linears) {
+    const int rows = all_4_rows ? 4 : FixedRowsPerTile(s.n, s.k);
+    if (rows != 4 && !with_1_row) continue;
     const uint64_t elements = static_cast<uint64_t>(s.n) * s.k;
     std::vector<uint16_t> host(elements);
     for (uint64_t i = 0; i < elements; ++i) host[i] = pool[(i + s.n) % pool.size()];
     std::vector<uint8_t> sm(elements);
     for (uint64_t i = 0; i < elements; ++i) sm[i] = SignMantissaOf(host[i]);
-    auto fixed = BuildFixedLaneStreams(host, ExponentHistogram(host), s.n, s.k, 4, s.name);
+    auto fixed = BuildFixedLaneStreams(host, ExponentHistogram(host), s.n, s.k, rows, s.name);
     Check(fixed.status());
     const uint64_t df11_bytes = fixed->bytes() + elements;
     const int copies = static_cast<int>(std::max<uint64_t>(1, (uint64_t{1} << 30) / df11_bytes + 1));
@@ -131,7 +142,7 @@ int Main(int argc, char** argv) {
         Check(Df11TileGemm(x, c[i].fixed.lanes(), c[i].sm.as<uint8_t>(), nullptr, t, false, y, nullptr));
       };
       auto bf16_tile = [&](int i) {
-        Check(cuda::TileGemm(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr, 4));
+        Check(cuda::TileGemm(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr, rows));
       };
       // Above the tile kernel's tokens the model decodes a DF11 matrix into the scratch (here not
       // ahead on a second stream: serialized), then runs cuBLAS, as for BF16.
@@ -160,7 +171,7 @@ int Main(int argc, char** argv) {
           "floors BF16 %.4f DF11 %.4f\n",
           s.name, static_cast<long long>(t), tile ? "Df11TileGemm" : "decode+cuBLAS", dt, tile ? "TileGemm" : "cuBLAS",
           bt, cub, wg, floor_bf16, floor_df11);
-      for (size_t wi = 0; wi < nw; ++wi) {
+      for (size_t wi = 0; wi < nw && rows == 4; ++wi) {
         const int config = static_cast<int>(configs[wi]);
         // Bits: DF11 against the twin; the twin against cuBLAS (into y first, then DF11's).
         Check(gemm.CublasGemm(x, c[0].plain.as<uint16_t>(), t, s.n, s.k, false, y));
@@ -170,10 +181,16 @@ int Main(int argc, char** argv) {
         Check(cuda::WgmmaTileGemm(x, c[0].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y2, nullptr, config));
         CK(cudaDeviceSynchronize());
         const std::vector<uint16_t> got = Fetch(y, t * s.n), twin = Fetch(y2, t * s.n);
-        uint64_t differ = 0;
+        // WgmmaGemm (128 rows a CTA, 64-column stages, m64nNk16 over every token) adds the same
+        // 16-column steps in column order where it does not split K: its bits against DF11's.
+        Check(cuda::WgmmaGemm(x, c[0].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y2, workspace, nullptr));
+        CK(cudaDeviceSynchronize());
+        const std::vector<uint16_t> wide = Fetch(y2, t * s.n);
+        uint64_t differ = 0, wide_differ = 0;
         double num = 0, den = 0;
         for (size_t i = 0; i < got.size(); ++i) {
           differ += got[i] != twin[i];
+          wide_differ += got[i] != wide[i];
           num = std::max(num, std::fabs(double{cpu::Bf16ToFloat(twin[i])} - cpu::Bf16ToFloat(want_cublas[i])));
           den = std::max(den, std::fabs(double{cpu::Bf16ToFloat(want_cublas[i])}));
         }
@@ -187,18 +204,19 @@ int Main(int argc, char** argv) {
         s_bf16_new[ti][wi] += s.per_step * bf;
         std::printf(
             "    config %d: DF11 %.4f ms (%.3fx today's, %.0f G weights/s, %.0f%% of its floor), BF16 %.4f "
-            "(%.3fx today's, %.3fx cuBLAS, %.0f%% of its floor); DF11 != twin in %llu of %zu; twin vs cuBLAS "
-            "%.2e\n",
+            "(%.3fx today's, %.3fx cuBLAS, %.0f%% of its floor); DF11 != twin in %llu of %zu, != WgmmaGemm in "
+            "%llu; twin vs cuBLAS %.2e\n",
             config, df, dt > 0 ? df / dt : 0.0, elements / (df * 1e6), 100 * floor_df11 / df, bf,
             bt > 0 ? bf / bt : 0.0, bf / cub, 100 * floor_bf16 / bf, static_cast<unsigned long long>(differ),
-            got.size(), num / std::max(den, 1e-30));
+            got.size(), static_cast<unsigned long long>(wide_differ), num / std::max(den, 1e-30));
         json += std::string(first ? "" : ", ") + "{\"linear\": \"" + s.name + "\", \"tokens\": " + std::to_string(t) +
                 ", \"config\": " + std::to_string(config) + ", \"df11_wgmma_tile_ms\": " + std::to_string(df) +
                 ", \"bf16_wgmma_tile_ms\": " + std::to_string(bf) + ", \"df11_tile_ms\": " + std::to_string(dt) +
                 ", \"bf16_tile_ms\": " + std::to_string(bt) + ", \"cublas_ms\": " + std::to_string(cub) +
                 ", \"wgmma_gemm_ms\": " + std::to_string(wg) + ", \"floor_bf16_ms\": " + std::to_string(floor_bf16) +
                 ", \"floor_df11_ms\": " + std::to_string(floor_df11) +
-                ", \"df11_differs_from_twin\": " + std::to_string(differ) + "}";
+                ", \"df11_differs_from_twin\": " + std::to_string(differ) +
+                ", \"df11_differs_from_wgmma_gemm\": " + std::to_string(wide_differ) + "}";
         first = false;
         std::fflush(stdout);
       }

@@ -167,15 +167,33 @@ struct Df11Loader : fixed_lanes::TileDecoder<kR, Geometry<kR, kW>::kTilesPerWarp
   // A CTA whose tiles are all full and whose stages are all whole runs without bounds checks.
   static constexpr bool kUncheckedInterior = true;
 
-  // Decodes the fetched stage s into `stage` (kSkipRefills: the kernel's 1-2 token groups).
-  template <bool kChecked, bool kSkipRefills = false>
+  // Decodes the fetched stage s into `stage` (kSkipRefills: the kernel's 1-2 token groups;
+  // kSkipRare: SkipsRareChecks; TileDecoder::Decode).
+  template <bool kChecked, bool kSkipRefills = false, bool kSkipRare = false>
   __device__ __forceinline__ void Store(typename Df11Loader::State& st, const typename Df11Loader::Fetched& f,
                                         uint16_t* stage, int64_t s) const {
-    this->template Decode<kChecked, kSkipRefills>(st, f, s, [&](int p, int i, const uint4& v) {
+    this->template Decode<kChecked, kSkipRefills, kSkipRare>(st, f, s, [&](int p, int i, const uint4& v) {
       StoreEntry<kR>(stage, st.warp * Geometry<kR, kW>::kTilesPerWarp + p, i, st.lane, v);
     });
   }
 };
+
+// Whether the DF11 loader of the kernel for kR rows per tile and kNT token groups decodes a block
+// without rare bytes on entries that skip the rare-byte check (TileDecoder::Decode's kSkipRare: in
+// the copy without refill checks at 1-2 token groups, a second copy of the entries at 3-8). Measured
+// on one H200 against main, two rounds alternating (bench/results/df11_gemv_h200_skip_rare_ab.log,
+// linears of a step one after another, and wgmma_tile_h200_skip_rare_ab.log): at 3-8 tokens the
+// step's Df11TileGemm linears 6.19-6.36 ms against 6.28-6.42; at 16 tokens o_proj 0.0220-0.0223 ms
+// against 0.0205 (one-row tiles spill 10 bytes more) while 4-row gate|up took 0.0812-0.0834 against
+// 0.0836-0.0837; at 32 tokens with the second copy q|k|v / o / down / lm_head 0.0331-0.0340 /
+// 0.0251-0.0253 / 0.0559-0.0561 / 0.563 ms against 0.0343-0.0344 / 0.0266-0.0271 / 0.0627-0.0628
+// / 0.570-0.572; at 64 tokens the second copy lost (down_proj 0.0814-0.0818 against 0.0774-0.0777),
+// as it did in the wgmma tile linear (gate|up with its activation 0.1055-0.1325 against
+// 0.0989-0.1204 at 17-64 tokens), which keeps one copy.
+template <int kR, int kNT>
+constexpr bool SkipsRareChecks() {
+  return kNT == 1 || kNT == 4 || (kNT == 2 && kR == 4);
+}
 
 // c += a · b, m16n8k16, bf16 in, fp32 accumulation (PTX fragment layout).
 __device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
@@ -276,7 +294,8 @@ __global__ void __launch_bounds__(Loader::kWarps * 32, kBlocks)
         if (next < stages) ld.template Issue<kChecked>(st, shared + (next % Loader::kStages) * G::kStage, next);
         cuda::CopyAsyncCommit();
       } else {
-        ld.template Store<kChecked, kNT <= 2>(st, ld.template Fetch<kChecked>(st, s), stage, s);
+        ld.template Store<kChecked, kNT <= 2, SkipsRareChecks<kR, kNT>()>(st, ld.template Fetch<kChecked>(st, s), stage,
+                                                                          s);
         __syncthreads();
       }
 #pragma unroll

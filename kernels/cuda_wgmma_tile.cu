@@ -155,7 +155,7 @@ struct Df11Loader : fixed_lanes::TileDecoder<kR, kTilesPerWarp, kTiles> {
   template <bool kChecked>
   __device__ __forceinline__ void Store(typename Df11Loader::State& st, const typename Df11Loader::Fetched& f,
                                         uint8_t* stage, int64_t s) const {
-    this->template Decode<kChecked, false>(st, f, s, [&](int p, int i, const uint4& v) {
+    this->template Decode<kChecked, false, false>(st, f, s, [&](int p, int i, const uint4& v) {
       *reinterpret_cast<uint4*>(stage + StageOffset(kR * (st.warp * kTilesPerWarp + p) + i, st.lane)) = v;
     });
   }

@@ -108,14 +108,19 @@ struct TileDecoder {
     return f;
   }
   // Decodes the fetched blocks of stage s: store(p, i, v) gets entry i (0..3, in order) of tile p
-  // as 8 BF16 words, zeros for entries past the matrix. kSkipRefills: without the escape queue's
-  // refill checks when every lane's escapes of the block are already queued (NeedsRefill), which
-  // drops a divergent branch per entry. Measured on the H100 in Df11TileGemm
-  // (bench/results/df11_gemv_h100_skip_refills_ab.log, three runs each, linears of an 8B step): 3 /
-  // 8 / 16 tokens 7.75-7.89 / 7.81-8.00 / 8.62-8.75 ms against 7.99-8.13 / 8.10-8.15 / 8.79-8.86;
-  // at 32-64 tokens the second copy of the entries spilled more (4 rows per tile, 64 tokens: 360
-  // bytes against 248) and lost 2%.
-  template <bool kChecked, bool kSkipRefills, typename Store>
+  // as 8 BF16 words, zeros for entries past the matrix. A block whose warp has no rare bytes (the
+  // tile's rare index does not move in StartBlock; most blocks: a Gaussian matrix has a few rare
+  // bytes in some tiles) decodes on entries without the rare-byte check where the kernel asks:
+  //   kSkipRefills: the entries also skip the escape queue's refill checks when every lane's escapes
+  //     of the block are already queued (NeedsRefill), which drops a divergent branch per entry: one
+  //     second copy of the entries, without both checks (kSkipRare) or without the refill check only.
+  //     Measured on the H100 in Df11TileGemm (bench/results/df11_gemv_h100_skip_refills_ab.log,
+  //     three runs each, linears of an 8B step): 3 / 8 / 16 tokens 7.75-7.89 / 7.81-8.00 / 8.62-8.75
+  //     ms against 7.99-8.13 / 8.10-8.15 / 8.79-8.86; at 32-64 tokens the second copy of the entries
+  //     spilled more (4 rows per tile, 64 tokens: 360 bytes against 248) and lost 2%.
+  //   kSkipRare alone: a second copy of the entries that keeps the refill checks.
+  // Which kernels ask is measured per token bucket (cuda_tile_gemm.cu, SkipsRareChecks).
+  template <bool kChecked, bool kSkipRefills, bool kSkipRare, typename Store>
   __device__ __forceinline__ void Decode(State& st, const Fetched& f, int64_t s, Store store) const {
 #pragma unroll
     for (int p = 0; p < kTilesPerWarp; ++p) {
@@ -126,18 +131,30 @@ struct TileDecoder {
         q.words = tl.escapes;
         q.limit = tl.limit;
         q.rare = tl.rare_base;
+        const uint64_t rare_before = tl.rare_base;
         StartBlock(b, st.lane, tl.has_rare, tl.block_nibble, tl.rare_base, q);
-        auto entries = [&](auto refill) {
+        const bool rare_block = tl.rare_base != rare_before;  // the warp's block holds rare bytes
+        auto entries = [&](auto refill, auto rare) {
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            const uint4 v = EntryWords<decltype(refill)::value>(b, i, q, st.t, w);
+            const uint4 v = EntryWords<decltype(refill)::value, decltype(rare)::value>(b, i, q, st.t, w);
             store(p, i, !kChecked || b.ok[i] ? v : make_uint4(0, 0, 0, 0));
           }
         };
-        if (!kSkipRefills || NeedsRefill(b, q)) {
-          entries(std::true_type{});
+        if constexpr (kSkipRefills) {
+          if ((kSkipRare && rare_block) || NeedsRefill(b, q)) {
+            entries(std::true_type{}, std::true_type{});
+          } else {
+            entries(std::false_type{}, std::bool_constant<!kSkipRare>{});
+          }
+        } else if constexpr (kSkipRare) {
+          if (rare_block) {
+            entries(std::true_type{}, std::true_type{});
+          } else {
+            entries(std::true_type{}, std::false_type{});
+          }
         } else {
-          entries(std::false_type{});
+          entries(std::true_type{}, std::true_type{});
         }
       } else {
 #pragma unroll

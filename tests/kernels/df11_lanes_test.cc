@@ -498,21 +498,23 @@ void ExpectFusedIsTwin(
 }
 
 // The fused GEMV (every lane variant) vs the BF16 Gemv, 1..kGemvMaxTokens tokens.
+// The BF16 Gemv on the twin, and the fused DF11 GEMV on lane variant `tiles`.
+Status GemvTwin(const DeviceMatrix& m, int, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
+                uint16_t* y) {
+  const DeviceLanes& w = m.lanes[0].lanes();
+  return cuda::Gemv(x, m.plain.as<uint16_t>(), bias, t, w.rows, w.cols, accumulate, y, nullptr);
+}
+Status GemvFused(const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
+                 uint16_t* y) {
+  return Df11Gemv(x, m.lanes[tiles].lanes(), TablesOf(m.unit.unit()), m.unit.unit().sign_mantissa, bias, t, accumulate,
+                  y, nullptr);
+}
+
 TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
   REQUIRE_GPU();
   std::vector<int64_t> tokens(cuda::kGemvMaxTokens);
   std::iota(tokens.begin(), tokens.end(), 1);
-  ExpectFusedIsTwin(
-      tokens, 0, 5,
-      [](const DeviceMatrix& m, int, const uint16_t* x, const float* bias, int64_t t, bool accumulate, uint16_t* y) {
-        const DeviceLanes& w = m.lanes[0].lanes();
-        return cuda::Gemv(x, m.plain.as<uint16_t>(), bias, t, w.rows, w.cols, accumulate, y, nullptr);
-      },
-      [](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
-         uint16_t* y) {
-        return Df11Gemv(x, m.lanes[tiles].lanes(), TablesOf(m.unit.unit()), m.unit.unit().sign_mantissa, bias, t,
-                        accumulate, y, nullptr);
-      });
+  ExpectFusedIsTwin(tokens, 0, 5, GemvTwin, GemvFused);
 }
 
 // The 1-token GEMV's order where the sums split, emulated on the CPU from its definition
@@ -785,6 +787,54 @@ TEST(Df11LanesCuda, FusedTileGemmWithRareExponentsIsTileGemmBitForBit) {
   });
 }
 
+// Rare bytes in some blocks of a tile and not in others: 7 heavy exponents (codes), 15 light ones
+// (escape nibbles, ~2% of the elements) and 10 rare ones at ~1 in 3,000 elements, so that about a
+// third of the 1,024-element blocks hold one. The decoders take a block without rare bytes (and,
+// at 1-16 tokens in the tile linear, without refills) on entries that skip the rare-byte check;
+// the blocks that hold them, and the tiles around them, must still give the twin's bits.
+std::vector<uint16_t> SparseRareWeights(int64_t n, uint32_t seed) {
+  std::vector<int> exponents;
+  std::vector<double> weights;
+  for (int e = 90; e < 127; ++e) {
+    exponents.push_back(e);
+    weights.push_back(e >= 120 ? 10.0 : e >= 105 ? 0.1 : e < 100 ? 0.0024 : 0.0);
+  }
+  return testing::WeightsWithExponents(static_cast<size_t>(n), exponents, weights, seed);
+}
+
+TEST(Df11LanesCuda, FusedLinearsWithSparseRareBytesAreTheirTwinsBitForBit) {
+  REQUIRE_GPU();
+  {
+    SCOPED_TRACE("Df11TileGemm");
+    ExpectFusedIsTwin({3, 16, 33, 64}, 2, 8, TileTwin, TileFused, SparseRareWeights);
+  }
+  {
+    SCOPED_TRACE("Df11Gemv");
+    ExpectFusedIsTwin({1, 2, 4}, 2, 9, GemvTwin, GemvFused, SparseRareWeights);
+  }
+}
+
+TEST(Df11LanesCuda, FusedWgmmaTileWithSparseRareBytesIsWgmmaTileBitForBit) {
+  REQUIRE_GPU();
+  if (!cuda::WgmmaGemmAvailable()) GTEST_SKIP() << "not a compute capability 9.0 GPU: WgmmaTileGemm not tested";
+  for (const int config : {3, 5}) {
+    SCOPED_TRACE("Df11WgmmaTileGemm configuration " + std::to_string(config));
+    ExpectFusedIsTwin(
+        {17, 64, 128}, 4, 10,
+        [](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
+           uint16_t* y) {
+          const DeviceLanes& w = m.lanes[tiles].lanes();
+          return cuda::WgmmaTileGemm(x, m.plain.as<uint16_t>(), bias, t, w.rows, w.cols, accumulate, y, nullptr, 3);
+        },
+        [config](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
+                 uint16_t* y) {
+          return Df11WgmmaTileGemm(x, m.lanes[tiles].lanes(), m.unit.unit().sign_mantissa, bias, t, accumulate, y,
+                                   nullptr, config);
+        },
+        SparseRareWeights);
+  }
+}
+
 // The fused DF11 tile linear's gated form (fixed lanes at 1, 2 and 4 rows per tile) vs
 // cuda::TileGemmGated on the BF16 twin with the same rows per tile and vs Df11TileGemm then
 // GatedActivation: the same bits in every token bucket, both activations, with and without a bias;
@@ -1009,7 +1059,8 @@ TEST(Df11LanesCuda, LaneDecoderGivesTheWeights) {
   for (const Case& c : {Case{testing::GaussianWeights(size_t{8200} * 64, 0.02f, 7), 8200, 64},
                         Case{fib, static_cast<int64_t>(fib.size() / 512), 512},
                         Case{testing::WeightsWithExponents(size_t{77} * 336, exps, uniform, 8), 77, 336},
-                        Case{testing::GaussianWeights(size_t{300} * 40, 0.02f, 9), 300, 40}}) {
+                        Case{testing::GaussianWeights(size_t{300} * 40, 0.02f, 9), 300, 40},
+                        Case{SparseRareWeights(int64_t{8200} * 256, 10), 8200, 256}}) {
     const auto m = MakeMatrix(c.words, c.rows, c.cols);
     for (int tiles = 0; tiles < kLaneVariants; ++tiles) {
       auto out = cuda::DeviceBuffer::Allocate(c.words.size() * 2, "out");
