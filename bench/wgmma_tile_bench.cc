@@ -63,8 +63,9 @@ int Main(int argc, char** argv) {
     if (a == "--split-proxy") {
       // The 1-row matrices with K split S ways, as [S n, K / S] at 4 rows per tile: the grid and the
       // work a CTA would have (not the split sums' combine).
-      linears = {
-          {"q|k|v/2", 2 * 6144, 4096 / 2, 36}, {"o/4", 4 * 4096, 4096 / 4, 36}, {"down/4", 4 * 4096, 12288 / 4, 36}};
+      linears = {{"q|k|v/2", int64_t{2} * 6144, 4096 / 2, 36},
+                 {"o/4", int64_t{4} * 4096, 4096 / 4, 36},
+                 {"down/4", int64_t{4} * 4096, 12288 / 4, 36}};
       all_4_rows = true;
     }
   }

@@ -137,7 +137,7 @@ inline __device__ __noinline__ uint32_t RareByte(const uint8_t* rare, uint64_t i
 }
 
 // Exponent bytes of escape nibble v as the codes' slot 7 takes them (SlotSevenBytes); a rare
-// one's (v = 15) from the lane's next rare byte when `take`. kRare = false: the tile has no rare bytes (its escapes
+// one's (v = 15) from the lane's next rare byte when `take`. kRare = false: the block has no rare bytes (its escapes
 // hold no 15), so the check and the call are left out.
 template <bool kRare = true>
 __device__ __forceinline__ uint2 EscapeBytes(uint32_t v, bool take, EscapeQueue& q, const Tables& t,
@@ -267,7 +267,8 @@ __device__ __forceinline__ bool NeedsRefill(const BlockCodes& b, const EscapeQue
 // escapes are consumed in that order). An entry that is not ok gives words no caller may use.
 // kRefill = false skips the queue's refill checks: only when the lane's escapes in the block (b.n)
 // fit the nibbles StartBlock loaded (q.left), which a warp can check once per block (NeedsRefill).
-// kRare = false skips the rare-byte check: only for a tile without rare bytes.
+// kRare = false skips the rare-byte check: only for a block whose warp has no rare bytes (a tile without
+// any, or a block past which StartBlock moved no rare index).
 template <bool kRefill = true, bool kRare = true>
 __device__ __forceinline__ uint4 EntryWords(const BlockCodes& b, int i, EscapeQueue& q, const Tables& t,
                                             const DeviceLanes& w) {
