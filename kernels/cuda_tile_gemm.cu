@@ -180,7 +180,7 @@ struct Df11Loader : fixed_lanes::TileDecoder<kR, Geometry<kR, kW>::kTilesPerWarp
 
 // Whether the DF11 loader of the kernel for kR rows per tile and kNT token groups decodes a block
 // without rare bytes on entries that skip the rare-byte check (TileDecoder::Decode's kSkipRare: in
-// the copy without refill checks at 1-2 token groups, a second copy of the entries at 3-8). Measured
+// the copy without refill checks at 1-2 token groups, a second copy of the entries at 4). Measured
 // on one H200 against main, two rounds alternating (bench/results/df11_gemv_h200_skip_rare_ab.log,
 // linears of a step one after another, and wgmma_tile_h200_skip_rare_ab.log): at 3-8 tokens the
 // step's Df11TileGemm linears 6.19-6.36 ms against 6.28-6.42; at 16 tokens o_proj 0.0220-0.0223 ms
