@@ -497,7 +497,6 @@ void ExpectFusedIsTwin(
   }
 }
 
-// The fused GEMV (every lane variant) vs the BF16 Gemv, 1..kGemvMaxTokens tokens.
 // The BF16 Gemv on the twin, and the fused DF11 GEMV on lane variant `tiles`.
 Status GemvTwin(const DeviceMatrix& m, int, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
                 uint16_t* y) {
@@ -510,6 +509,7 @@ Status GemvFused(const DeviceMatrix& m, int tiles, const uint16_t* x, const floa
                   y, nullptr);
 }
 
+// The fused GEMV (every lane variant) vs the BF16 Gemv, 1..kGemvMaxTokens tokens.
 TEST(Df11LanesCuda, FusedGemvIsGemvBitForBit) {
   REQUIRE_GPU();
   std::vector<int64_t> tokens(cuda::kGemvMaxTokens);
@@ -789,9 +789,10 @@ TEST(Df11LanesCuda, FusedTileGemmWithRareExponentsIsTileGemmBitForBit) {
 
 // Rare bytes in some blocks of a tile and not in others: 7 heavy exponents (codes), 15 light ones
 // (escape nibbles, ~2% of the elements) and 10 rare ones at ~1 in 3,000 elements, so that about a
-// third of the 1,024-element blocks hold one. The decoders take a block without rare bytes (and,
-// at 1-16 tokens in the tile linear, without refills) on entries that skip the rare-byte check;
-// the blocks that hold them, and the tiles around them, must still give the twin's bits.
+// third of the 1,024-element blocks hold one. The tile linear's decoder takes a block without rare
+// bytes on entries that skip the rare-byte check (SkipsRareChecks: at 3-8 tokens, 9-16 for 4-row
+// tiles, and 17-32 on a second copy of its entries); the GEMV and the wgmma tile linear check per
+// tile. The blocks that hold rare bytes, and the tiles around them, must still give the twin's bits.
 std::vector<uint16_t> SparseRareWeights(int64_t n, uint32_t seed) {
   std::vector<int> exponents;
   std::vector<double> weights;
@@ -806,7 +807,7 @@ TEST(Df11LanesCuda, FusedLinearsWithSparseRareBytesAreTheirTwinsBitForBit) {
   REQUIRE_GPU();
   {
     SCOPED_TRACE("Df11TileGemm");
-    ExpectFusedIsTwin({3, 16, 33, 64}, 2, 8, TileTwin, TileFused, SparseRareWeights);
+    ExpectFusedIsTwin({3, 16, 24, 32, 33, 64}, 2, 8, TileTwin, TileFused, SparseRareWeights);
   }
   {
     SCOPED_TRACE("Df11Gemv");
