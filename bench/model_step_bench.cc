@@ -8,7 +8,8 @@
 // decode steps where sequences 0..B-1 each append one token at position P (the same work every
 // repetition), and one prefill of a fresh N-token prompt (default 2048). Each timed step is
 // Model::Step wall time up to its output on the host (sampled tokens for decode steps, logits for
-// the prefill; it synchronizes), after 3 warm-up steps;
+// the prefill; it synchronizes), after warm-up steps: at least 3 and at least 1 s of them
+// (kWarmupSeconds), so that the GPU's clock has settled to what this step sustains (see there);
 // decompression time is the sum of CUDA events around the DF11 decode launches. One StepOutput is
 // reused across steps (a fresh logits vector per step adds page faults: 128 x 152k fp32 is 78 MB).
 // Medians of --reps (default 15, >= 10) runs. Prints a table and the DF11/BF16 ratio per batch size.
@@ -34,6 +35,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -68,6 +70,14 @@ struct Options {
 
 constexpr int64_t kBlockSize = 16;
 constexpr int kWarmup = 3;
+// The first batch is timed right after the KV fill's prefill steps, which run at the GPU's power
+// cap. The power controller lowers the SM clock there and takes a moment to raise it again: with 3
+// warm-up steps (~20 ms at batch 1) the DF11 batch-1 steps, bound by the decoder's instructions,
+// ran at that lowered clock (1,170-1,875 MHz sampled against 1,980) and measured 6.2-7.9 ms on one
+// H200 where batch 1 alone, after a one-sequence fill, measured 5.68-5.73 (BF16, bound by memory,
+// 4.67-4.75 either way; bench/results/ab_h200_b1_power_settle.log). Warm-up steps for at least this
+// long take that transient out of every batch's numbers.
+constexpr double kWarmupSeconds = 1.0;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -97,18 +107,22 @@ struct Timing {
   double profiled_step_ms = 0, gemm_ms = 0, attention_ms = 0, profiled_decompress_ms = 0;
 };
 
-// Runs `input` kWarmup + reps times; medians of step and decompression time; with `profile`,
-// reps more profiled runs.
+// Runs `input` for the warm-up (kWarmup steps and kWarmupSeconds), then reps times; medians of
+// step and decompression time; with `profile`, reps more profiled runs.
 StatusOr<Timing> TimeStep(Model& model, const StepInput& input, int reps, bool profile) {
   std::vector<double> step, decomp, host, p_step, p_gemm, p_attn, p_decomp;
   StepOutput out;  // reused, as a serving loop should: logits keep their (up to 78 MB) capacity
-  for (int i = 0; i < kWarmup + reps; ++i) {
+  const auto warmup_start = std::chrono::steady_clock::now();
+  auto warming = [&](int i) {
+    const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - warmup_start;
+    return i < kWarmup || spent.count() < kWarmupSeconds;
+  };
+  for (int i = 0; warming(i); ++i) DF11_RETURN_IF_ERROR(model.Step(input, out));
+  for (int i = 0; i < reps; ++i) {
     DF11_RETURN_IF_ERROR(model.Step(input, out));
-    if (i >= kWarmup) {
-      step.push_back(out.step_seconds * 1e3);
-      decomp.push_back(out.decompress_seconds * 1e3);
-      host.push_back((out.step_seconds - out.gpu_seconds) * 1e3);
-    }
+    step.push_back(out.step_seconds * 1e3);
+    decomp.push_back(out.decompress_seconds * 1e3);
+    host.push_back((out.step_seconds - out.gpu_seconds) * 1e3);
   }
   Timing t{Median(step), Median(decomp), Median(host)};
   if (!profile) return t;
@@ -172,6 +186,7 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
   const int64_t kv_bytes_per_sequence = KvCache::BytesPerBlock(c, kBlockSize, Device::kCuda) * ctx_blocks;
   json result = {{"dir", dir},
                  {"cuda_graphs", !o.eager},
+                 {"warmup_seconds", kWarmupSeconds},
                  {"df11_lane_matrices", r.lane_matrices},
                  {"df11_fixed_lane_matrices", r.fixed_lane_matrices},
                  {"load_warnings", r.warnings},
