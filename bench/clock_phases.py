@@ -19,20 +19,32 @@ import sys
 POWER_CAP = 0x4  # clocks_event_reasons: SW power cap
 
 
-def samples(path, first_epoch):
-    """(epoch seconds, SM MHz, watts, event reasons) of every sample; nvidia-smi's local time is
-    moved onto the epoch of the first sample."""
+def samples(path, first_epoch, power_of=lambda f: float(f[3].split()[0]), min_fields=6):
+    """(epoch seconds, SM MHz, watts, event reasons) of every sample of a CSV whose fields are the
+    timestamp, the SM clock, ..., the event reasons (last); power_of(fields) gives the watts (default:
+    the fourth field, run-ab.sh's power.draw). nvidia-smi's local time is moved onto the epoch of the
+    first sample."""
     rows = []
     for line in open(path):
         f = [x.strip() for x in line.split(",")]
-        if len(f) < 6 or not f[0][:1].isdigit():
+        if len(f) < min_fields or not f[0][:1].isdigit():
             continue
         t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-        rows.append((t, int(f[1].split()[0]), float(f[3].split()[0]), int(f[5], 16)))
+        rows.append((t, int(f[1].split()[0]), power_of(f), int(f[-1], 16)))
     if not rows:
         sys.exit(f"{path}: no samples")
     offset = first_epoch - rows[0][0]
     return [(t + offset, mhz, watts, why) for t, mhz, watts, why in rows]
+
+
+def log_and_samples(log_path, csv_path, **kwargs):
+    """A log's text and the samples of its CSV (samples(), kwargs passed on), the first sample's epoch
+    from the log's "clocks sampled from EPOCH" line."""
+    log = open(log_path).read()
+    first = re.search(r"clocks sampled from ([0-9.]+)", log)
+    if first is None:
+        sys.exit(f"{log_path}: no 'clocks sampled from' line (run-ab.sh without CLOCKS=1?)")
+    return log, samples(csv_path, float(first.group(1)), **kwargs)
 
 
 def main():
@@ -41,11 +53,7 @@ def main():
     parser.add_argument("clocks_csv")
     parser.add_argument("--idle-watts", type=float, default=140.0)
     args = parser.parse_args()
-    log = open(args.ab_log).read()
-    first = re.search(r"clocks sampled from ([0-9.]+)", log)
-    if first is None:
-        sys.exit(f"{args.ab_log}: no 'clocks sampled from' line (run-ab.sh without CLOCKS=1?)")
-    data = samples(args.clocks_csv, float(first.group(1)))
+    log, data = log_and_samples(args.ab_log, args.clocks_csv)
     top = max(mhz for _, mhz, _, _ in data)
     names = re.findall(r"===== (.+) round (\d+)\n", log)
     starts = [float(x) for x in re.findall(r"-- start at ([0-9.]+)", log)]

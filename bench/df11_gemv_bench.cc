@@ -13,16 +13,24 @@
 // a profiler; the step totals then count it alone). --decoders runs only the decoders: each linear's
 // (bytes moved against the read roofline, bits against the weights), the step's total, and a
 // layer's matrices decoded one after another as the model decodes a unit, without and with
-// LaunchLanesDecode's after_fixed_decode.
+// LaunchLanesDecode's after_fixed_decode. --power SECONDS: for each linear (with --only, that one),
+// phases of SECONDS each, one kernel called back to back over rotating copies (idle; a device-to-
+// device copy of W's BF16 bytes; as many bytes copied 8 MB at a time between two buffers the L2
+// holds; the BF16 Gemv and the fused DF11 GEMV at 1 token; the fixed-lane
+// decoder into a scratch; cuBLAS at 2,048 tokens on the BF16 W), each line giving the phase's
+// wall-clock start and end (Unix seconds) and its calls, for bench/power_phases.py to join with
+// power samples (nvidia-smi) into joules per weight.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/bench_main.h"
@@ -46,6 +54,30 @@ const char* BitsJson(bool ran, bool same) { return !ran ? "null" : same ? "true"
 // A time in the JSON: null for a GEMV that did not run (NaN).
 std::string JsonMs(double ms) { return std::isnan(ms) ? "null" : std::to_string(ms); }
 
+// Unix time in seconds (the clock nvidia-smi's samples are stamped with).
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// --power: calls fn(copy) back to back, copies at a time between synchronizations, for `seconds`
+// of wall clock, and prints the phase's line (power_phases.py reads it): "power phase NAME LINEAR
+// start S end S calls N ms_per_call M weights W".
+template <typename F>
+void PowerPhase(const char* name, const char* linear, double seconds, int copies, uint64_t weights, F fn) {
+  CK(cudaDeviceSynchronize());
+  const double start = UnixSeconds();
+  int64_t calls = 0;
+  while (UnixSeconds() - start < seconds) {
+    for (int i = 0; i < copies; ++i, ++calls) fn(i);
+    CK(cudaDeviceSynchronize());
+  }
+  const double end = UnixSeconds();
+  std::printf("power phase %s %s start %.3f end %.3f calls %lld ms_per_call %.5f weights %llu\n", name, linear, start,
+              end, static_cast<long long>(calls), (end - start) * 1e3 / static_cast<double>(calls),
+              static_cast<unsigned long long>(weights));
+  std::fflush(stdout);
+}
+
 // One copy of a matrix in both formats on the device.
 struct Copy {
   cuda::DeviceBuffer plain;
@@ -56,6 +88,7 @@ struct Copy {
 int Main(int argc, char** argv) {
   const std::string json_path = JsonPathArg(argc, argv);
   std::string rows_arg, only;
+  double power_seconds = 0;
   bool decoders_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--decoders") decoders_only = true;
@@ -63,6 +96,7 @@ int Main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--fixed-rows") rows_arg = argv[i + 1];
     if (std::string(argv[i]) == "--only") only = argv[i + 1];
+    if (std::string(argv[i]) == "--power") power_seconds = std::atof(argv[i + 1]);
   }
   if (!rows_arg.empty() && rows_arg != "1" && rows_arg != "2" && rows_arg != "4") {
     std::fprintf(stderr, "df11_gemv_bench: --fixed-rows takes 1, 2 or 4, got %s\n", rows_arg.c_str());
@@ -197,6 +231,48 @@ int Main(int argc, char** argv) {
       if (s.per_step > 1) layer.push_back({std::move(c[0]), n});  // one copy of each matrix of a layer
       continue;
     }
+    if (power_seconds > 0) {
+      constexpr int64_t kPrefillTokens = 2048;
+      auto px = cuda::DeviceBuffer::Allocate(kPrefillTokens * s.k * 2, "prefill x");
+      auto py = cuda::DeviceBuffer::Allocate(kPrefillTokens * s.n * 2, "prefill y");
+      Check(px.status());
+      Check(py.status());
+      CK(cudaMemset(px->data(), 0x3c, kPrefillTokens * s.k * 2));  // 0x3c3c: ~0.0115 in BF16
+      const double idle_start = UnixSeconds();
+      std::this_thread::sleep_for(std::chrono::duration<double>(power_seconds));
+      std::printf("power phase idle %s start %.3f end %.3f calls 0 ms_per_call 0 weights %llu\n", s.name, idle_start,
+                  UnixSeconds(), static_cast<unsigned long long>(n));
+      PowerPhase("copy", s.name, power_seconds, copies, n,
+                 [&](int i) { CK(cudaMemcpyAsync(out, c[i].plain.data(), 2 * n, cudaMemcpyDeviceToDevice, nullptr)); });
+      {  // the same bytes copied within the L2: 8 MB to 8 MB, as many calls as W's bytes make
+        constexpr uint64_t kL2Bytes = uint64_t{8} << 20;
+        const int64_t pieces = static_cast<int64_t>((2 * n + kL2Bytes - 1) / kL2Bytes);
+        auto l2 = cuda::DeviceBuffer::Allocate(2 * kL2Bytes, "L2 copy");
+        Check(l2.status());
+        char* base = static_cast<char*>(l2->data());
+        PowerPhase("l2_copy", s.name, power_seconds, copies, n, [&](int) {
+          for (int64_t p = 0; p < pieces; ++p) {
+            CK(cudaMemcpyAsync(base + kL2Bytes, base, kL2Bytes, cudaMemcpyDeviceToDevice, nullptr));
+          }
+        });
+      }
+      PowerPhase("bf16_gemv", s.name, power_seconds, copies, n, [&](int i) {
+        Check(cuda::Gemv(x, c[i].plain.as<uint16_t>(), nullptr, 1, s.n, s.k, false, y, nullptr));
+      });
+      if (Df11GemvTakes(c[0].fixed.lanes(), 1)) {
+        PowerPhase("df11_gemv", s.name, power_seconds, copies, n, [&](int i) {
+          Check(Df11Gemv(x, c[i].fixed.lanes(), {}, c[i].unit.unit().sign_mantissa, nullptr, 1, false, y2, nullptr));
+        });
+      }
+      PowerPhase("df11_decode", s.name, power_seconds, copies, n, [&](int i) {
+        Check(LaunchLanesDecode(c[i].fixed.lanes(), {}, c[i].unit.unit().sign_mantissa, out, nullptr));
+      });
+      PowerPhase("cublas_2048", s.name, power_seconds, copies, n, [&](int i) {
+        Check(gemm.CublasGemm(px->as<uint16_t>(), c[i].plain.as<uint16_t>(), kPrefillTokens, s.n, s.k, false,
+                              py->as<uint16_t>()));
+      });
+      continue;
+    }
     for (const int64_t t : {1, 2, 3, 4}) {
       const double bf16 = MedianMs(copies, [&](int i) {
         Check(cuda::Gemv(x, c[i].plain.as<uint16_t>(), nullptr, t, s.n, s.k, false, y, nullptr));
@@ -287,6 +363,7 @@ int Main(int argc, char** argv) {
               ", \"tile_bits_equal_bf16\": " + (same ? "true" : "false") + "}";
     }
   }
+  if (power_seconds > 0) return decodes_exact ? 0 : 1;  // the phases' lines are the output
   if (decoders_only) {
     // A layer's matrices decoded one after another into one scratch, as the model decodes a unit:
     // each launch after the previous (LaunchLanesDecode's default), then each started while the

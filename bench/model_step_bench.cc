@@ -2,7 +2,7 @@
 // Usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] [--prefill N]
 //                         [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes]
 //                         [--lane-code auto|huffman|fixed] [--no-prefetch] [--no-prefetch-graphs] [--tile-max-tokens 32|64]
-//                         [--no-wgmma-tile]
+//                         [--no-wgmma-tile] [--check-bits]
 // Per model (loaded one after the other): every sequence first gets P (default 512) cached
 // positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
 // decode steps where sequences 0..B-1 each append one token at position P (the same work every
@@ -29,6 +29,9 @@
 // (ModelOptions::df11_prefetch); --no-prefetch-graphs does so only in steps that replay graphs
 // (ModelOptions::df11_prefetch_graphs). --no-wgmma-tile: the matrices of 4 rows per tile run the
 // TileGemm pair at 33-64 tokens instead of the wgmma tile linear (ModelOptions::wgmma_tile).
+// --check-bits: after each decode batch's timing, one more step of it copies every row's fp32 logits
+// back, and the DF11 model's are compared with the BF16 model's bit for bit (a line per batch, and
+// "bits" in the JSON: batch -> logits that differ); any difference makes the exit status 1.
 // Every decode line also gives its floor: the model's weights plus each sequence's KV read once at
 // the read roofline measured first (read_roofline.h), and the step's ratio to it, and its host time:
 // the step's wall time minus its GPU span (StepOutput::gpu_seconds), median over the reps.
@@ -37,7 +40,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -66,6 +71,7 @@ struct Options {
   bool no_wgmma_tile = false;
   ModelOptions::LaneCodeChoice lane_code = ModelOptions::LaneCodeChoice::kAuto;
   bool logits = false;  // decode steps copy fp32 logits to the host instead of sampling
+  bool check_bits = false;  // each decode batch's logits, BF16 against DF11, bit for bit
 };
 
 constexpr int64_t kBlockSize = 16;
@@ -156,7 +162,11 @@ json ProfileOf(const Timing& t, const char* label) {
 
 // read_bytes_per_s: the read roofline (read_roofline.h); a decode step's floor is its weights plus
 // every sequence's KV read once at that rate.
-StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_bytes_per_s) {
+// --check-bits: per decode batch, the fp32 logits of one more step that does not sample (every
+// sequence's row), for Main to compare across the two models.
+using BatchLogits = std::map<int64_t, std::vector<float>>;
+
+StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_bytes_per_s, BatchLogits* logits) {
   DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda, .cuda_graphs = !o.eager, .df11_lanes = !o.no_lanes, .df11_lane_code = o.lane_code, .df11_prefetch = !o.no_prefetch, .df11_prefetch_graphs = !o.no_prefetch_graphs, .tile_max_tokens = o.tile_max_tokens, .wgmma_tile = !o.no_wgmma_tile}));
   const ModelConfig& c = model->config();
   const LoadReport& r = model->load_report();
@@ -222,6 +232,13 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
       in.sequences.push_back(std::move(seq));
     }
     DF11_ASSIGN_OR_RETURN(const Timing t, TimeStep(*model, in, o.reps, o.profile));
+    if (o.check_bits) {
+      StepInput plain = in;
+      for (SequenceInput& seq : plain.sequences) seq.sample.reset();
+      StepOutput lo;
+      DF11_RETURN_IF_ERROR(model->Step(plain, lo));
+      (*logits)[batch] = lo.logits;
+    }
     const double floor_ms =
         (static_cast<double>(r.weight_bytes) + static_cast<double>(batch) * kv_bytes_per_sequence) / read_bytes_per_s *
         1e3;
@@ -293,6 +310,8 @@ bool ParseArgs(int argc, char** argv, Options& o) {
       o.lane_code = v == "fixed"     ? ModelOptions::LaneCodeChoice::kFixed3
                     : v == "huffman" ? ModelOptions::LaneCodeChoice::kHuffman
                                      : ModelOptions::LaneCodeChoice::kAuto;
+    } else if (a == "--check-bits") {
+      o.check_bits = true;
     } else if (a == "--logits") {
       o.logits = true;
     } else if (a == "--batches") {
@@ -315,14 +334,15 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
                          "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes] "
                          "[--lane-code auto|huffman|fixed] [--no-prefetch] [--no-prefetch-graphs] [--tile-max-tokens 32|64] "
-                         "[--no-wgmma-tile]\n");
+                         "[--no-wgmma-tile] [--check-bits]\n");
     return 2;
   }
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return Fail(FailedPrecondition("no CUDA device"));
   json out = {{"gpu", prop.name},
               {"method", "Model::Step wall time to its output on host (decode: greedy tokens sampled on the "
-                         "device, unless --logits); median of reps after 3 warm-ups; decode at "
+                         "device, unless --logits); median of reps after warm-up steps (at least 3, and at least "
+                         "kWarmupSeconds = 1 s of them); decode at "
                          "`context` cached positions of real KV per sequence"},
               {"reps", o.reps},
               {"context", o.context}};
@@ -330,10 +350,21 @@ int Main(int argc, char** argv) {
   if (read_bytes_per_s <= 0) return Fail(Internal("the read-bandwidth roofline could not be measured"));
   out["read_roofline_tb_s"] = read_bytes_per_s * 1e-12;
   std::printf("read roofline: %.3f TB/s (4 GiB read-only kernel, median of 10)\n", read_bytes_per_s * 1e-12);
-  auto bf16 = BenchModel(o.bf16_dir, o, read_bytes_per_s);
+  BatchLogits bf16_logits, df11_logits;
+  bool bits_equal = true;
+  auto bf16 = BenchModel(o.bf16_dir, o, read_bytes_per_s, &bf16_logits);
   if (!bf16.ok()) return Fail(bf16.status());
-  auto df11 = BenchModel(o.df11_dir, o, read_bytes_per_s);
+  auto df11 = BenchModel(o.df11_dir, o, read_bytes_per_s, &df11_logits);
   if (!df11.ok()) return Fail(df11.status());
+  for (const auto& [batch, a] : bf16_logits) {
+    const std::vector<float>& b = df11_logits[batch];
+    int64_t differ = a.size() == b.size() ? 0 : -1;
+    for (size_t i = 0; differ >= 0 && i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], 4) != 0;
+    std::printf("bits, batch %lld: DF11 logits %s BF16's (%lld of %zu differ)\n", static_cast<long long>(batch),
+                differ == 0 ? "==" : "!=", static_cast<long long>(differ), a.size());
+    out["bits"][std::to_string(batch)] = differ;
+    bits_equal = bits_equal && differ == 0;
+  }
   out["bf16"] = *bf16;
   out["df11"] = *df11;
   std::printf("\n%-10s %12s %12s %12s %14s\n", "batch", "bf16 ms", "df11 ms", "df11/bf16", "df11 decomp ms");
@@ -350,7 +381,7 @@ int Main(int argc, char** argv) {
               double((*bf16)["weight_bytes"]) / 1e9, double((*df11)["weight_bytes"]) / 1e9,
               double((*df11)["scratch_bytes"]) / 1e9, double((*df11)["kv_bytes"]) / 1e9);
   if (!o.json_out.empty()) std::ofstream(o.json_out) << out.dump(2) << "\n";
-  return 0;
+  return bits_equal ? 0 : 1;  // --check-bits found DF11 logits that differ from BF16's
 }
 
 }  // namespace
