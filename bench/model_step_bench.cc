@@ -38,9 +38,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -359,7 +359,7 @@ int Main(int argc, char** argv) {
   for (const auto& [batch, a] : bf16_logits) {
     const std::vector<float>& b = df11_logits[batch];
     int64_t differ = a.size() == b.size() ? 0 : -1;
-    for (size_t i = 0; differ >= 0 && i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], 4) != 0;
+    for (size_t i = 0; differ >= 0 && i < a.size(); ++i) differ += std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i]);
     std::printf("bits, batch %lld: DF11 logits %s BF16's (%lld of %zu differ)\n", static_cast<long long>(batch),
                 differ == 0 ? "==" : "!=", static_cast<long long>(differ), a.size());
     out["bits"][std::to_string(batch)] = differ;
