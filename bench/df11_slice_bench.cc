@@ -7,13 +7,16 @@
 // 16 MB of BF16, with and without a persisting-L2 access window on the ring. Each timed call reads
 // a different copy of the weights (> 1 GB of copies). CUDA events, 3 warm-ups, median of 30.
 // Checks that the sliced DF11 linear gives the sliced BF16 linear's bits, and says whether the
-// sliced BF16 linear gives the whole one's. --json FILE writes the numbers.
+// sliced BF16 linear gives the whole one's. --json FILE writes the numbers. --tokens T,T,... runs
+// those token counts instead of 64 and 128 (e.g. 2048: a prefill's GEMMs).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,7 +33,6 @@
 namespace df11 {
 namespace {
 
-constexpr int64_t kTokens[] = {64, 128};
 constexpr int64_t kSliceMb[] = {4, 8, 16};
 
 void Check(const Status& s) { CheckOk("df11_slice_bench", s); }
@@ -49,6 +51,18 @@ int64_t SliceRows(const StepLinear& s, int64_t mb) {
 
 int Main(int argc, char** argv) {
   const std::string json_path = JsonPathArg(argc, argv);
+  std::vector<int64_t> tokens = {64, 128};
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) != "--tokens") continue;
+    tokens.clear();
+    std::stringstream list(argv[i + 1]);
+    for (std::string item; std::getline(list, item, ',');) tokens.push_back(std::atoll(item.c_str()));
+  }
+  if (tokens.empty() || std::any_of(tokens.begin(), tokens.end(), [](int64_t t) { return t < 1 || t > 8192; })) {
+    std::fprintf(stderr, "df11_slice_bench: --tokens takes counts of 1..8192 separated by commas\n");
+    return 2;
+  }
+  const int nt = static_cast<int>(tokens.size());
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   const double roofline = ReadBandwidthBytesPerSecond();
@@ -84,8 +98,9 @@ int Main(int argc, char** argv) {
                      "\", \"read_roofline_tbs\": " + std::to_string(roofline / 1e12) + ", \"results\": [";
   bool first_row = true;
   // Per tokens: ms per decode step (36 layers + lm_head) of each variant; [slice size][persist].
-  double step_bf16[2] = {}, step_df11[2] = {}, step_bf16_sliced[2][3] = {}, step_serial[2][3][2] = {},
-         step_overlap[2][3][2] = {};
+  std::vector<double> step_bf16(nt), step_df11(nt);
+  std::vector<std::array<double, 3>> step_bf16_sliced(nt);
+  std::vector<std::array<std::array<double, 2>, 3>> step_serial(nt), step_overlap(nt);
   for (const StepLinear& s : kQwen3_8bStepLinears) {
     const uint64_t n = static_cast<uint64_t>(s.n) * s.k;
     std::vector<uint16_t> host(n);
@@ -115,7 +130,7 @@ int Main(int argc, char** argv) {
     Check(scratch.status());
     auto ringb = cuda::DeviceBuffer::Allocate(2 * (kSliceMb[2] << 20) + 4096, "ring");
     Check(ringb.status());
-    const int64_t max_t = kTokens[1];
+    const int64_t max_t = *std::max_element(tokens.begin(), tokens.end());
     auto xb = cuda::DeviceBuffer::Allocate(max_t * s.k * 2, "x");
     auto yb = cuda::DeviceBuffer::Allocate(max_t * s.n * 2, "y");
     auto yb2 = cuda::DeviceBuffer::Allocate(max_t * s.n * 2, "y2");
@@ -177,8 +192,8 @@ int Main(int argc, char** argv) {
         CK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
       }
     };
-    for (int ti = 0; ti < 2; ++ti) {
-      const int64_t t = kTokens[ti];
+    for (int ti = 0; ti < nt; ++ti) {
+      const int64_t t = tokens[ti];
       const double bf16 = MedianMs(copies, [&](int i) {
         fork();
         Check(gemm.CublasGemm(x, c[i].plain.as<uint16_t>(), t, s.n, s.k, false, y));
@@ -244,8 +259,8 @@ int Main(int argc, char** argv) {
     }
   }
   std::printf("\nlinears of one decode step (36 layers + lm_head), ms:\n");
-  for (int ti = 0; ti < 2; ++ti) {
-    std::printf("  T=%ld: BF16 cuBLAS %.3f, DF11 decode all + cuBLAS %.3f (%.3fx)\n", static_cast<long>(kTokens[ti]),
+  for (int ti = 0; ti < nt; ++ti) {
+    std::printf("  T=%ld: BF16 cuBLAS %.3f, DF11 decode all + cuBLAS %.3f (%.3fx)\n", static_cast<long>(tokens[ti]),
                 step_bf16[ti], step_df11[ti], step_df11[ti] / step_bf16[ti]);
     for (int si = 0; si < 3; ++si) {
       std::printf(
