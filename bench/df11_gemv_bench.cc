@@ -237,7 +237,11 @@ int Main(int argc, char** argv) {
       auto py = cuda::DeviceBuffer::Allocate(kPrefillTokens * s.n * 2, "prefill y");
       Check(px.status());
       Check(py.status());
-      CK(cudaMemset(px->data(), 0x3c, kPrefillTokens * s.k * 2));  // 0x3c3c: ~0.0115 in BF16
+      {  // random activations, as x
+        std::vector<uint16_t> hp(kPrefillTokens * s.k);
+        for (auto& v : hp) v = Bf16(dist(rng) * 50);
+        CK(cudaMemcpy(px->data(), hp.data(), hp.size() * 2, cudaMemcpyHostToDevice));
+      }
       const double idle_start = UnixSeconds();
       std::this_thread::sleep_for(std::chrono::duration<double>(power_seconds));
       std::printf("power phase idle %s start %.3f end %.3f calls 0 ms_per_call 0 weights %llu\n", s.name, idle_start,
