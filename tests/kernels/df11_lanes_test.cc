@@ -757,6 +757,22 @@ Status TileFused(const DeviceMatrix& m, int tiles, const uint16_t* x, const floa
   return Df11TileGemm(x, m.lanes[tiles].lanes(), m.unit.unit().sign_mantissa, bias, t, accumulate, y, nullptr);
 }
 
+// WgmmaTileGemm in `config` on the BF16 twin, and Df11WgmmaTileGemm in `config` on lane variant `tiles`.
+LinearFn WgmmaTileTwin(int config) {
+  return [config](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
+                  uint16_t* y) {
+    const DeviceLanes& w = m.lanes[tiles].lanes();
+    return cuda::WgmmaTileGemm(x, m.plain.as<uint16_t>(), bias, t, w.rows, w.cols, accumulate, y, nullptr, config);
+  };
+}
+LinearFn WgmmaTileFused(int config) {
+  return [config](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
+                  uint16_t* y) {
+    return Df11WgmmaTileGemm(x, m.lanes[tiles].lanes(), m.unit.unit().sign_mantissa, bias, t, accumulate, y, nullptr,
+                             config);
+  };
+}
+
 // The fused DF11 tensor-core linear (fixed lanes) vs TileGemm on the BF16 twin with the same rows
 // per tile, in every token bucket.
 TEST(Df11LanesCuda, FusedTileGemmIsTileGemmBitForBit) {
@@ -820,19 +836,7 @@ TEST(Df11LanesCuda, FusedWgmmaTileWithSparseRareBytesIsWgmmaTileBitForBit) {
   if (!cuda::WgmmaGemmAvailable()) GTEST_SKIP() << "not a compute capability 9.0 GPU: WgmmaTileGemm not tested";
   for (const int config : {3, 5}) {
     SCOPED_TRACE("Df11WgmmaTileGemm configuration " + std::to_string(config));
-    ExpectFusedIsTwin(
-        {17, 64, 128}, 4, 10,
-        [](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
-           uint16_t* y) {
-          const DeviceLanes& w = m.lanes[tiles].lanes();
-          return cuda::WgmmaTileGemm(x, m.plain.as<uint16_t>(), bias, t, w.rows, w.cols, accumulate, y, nullptr, 3);
-        },
-        [config](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t, bool accumulate,
-                 uint16_t* y) {
-          return Df11WgmmaTileGemm(x, m.lanes[tiles].lanes(), m.unit.unit().sign_mantissa, bias, t, accumulate, y,
-                                   nullptr, config);
-        },
-        SparseRareWeights);
+    ExpectFusedIsTwin({17, 64, 128}, 4, 10, WgmmaTileTwin(3), WgmmaTileFused(config), SparseRareWeights);
   }
 }
 
@@ -891,22 +895,11 @@ TEST(Df11LanesCuda, FusedWgmmaTileIsWgmmaTileBitForBit) {
   if (!cuda::WgmmaGemmAvailable()) GTEST_SKIP() << "not a compute capability 9.0 GPU: WgmmaTileGemm not tested";
   for (const auto& configs :
        {std::pair<int, int>{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 5}, {1, 0}, {0, 1}, {3, 4}, {3, 5}, {2, 5}}) {
-    const int twin_config = configs.first, fused_config = configs.second;  // lambdas capture these
+    const auto [twin_config, fused_config] = configs;
     SCOPED_TRACE("BF16 configuration " + std::to_string(twin_config) + ", DF11 configuration " +
                  std::to_string(fused_config));
-    ExpectFusedIsTwin(
-        {1, 8, 17, 33, 48, 64, 65, 100, 128}, 4, 7,
-        [twin_config](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t,
-                      bool accumulate, uint16_t* y) {
-          const DeviceLanes& w = m.lanes[tiles].lanes();
-          return cuda::WgmmaTileGemm(x, m.plain.as<uint16_t>(), bias, t, w.rows, w.cols, accumulate, y, nullptr,
-                                     twin_config);
-        },
-        [fused_config](const DeviceMatrix& m, int tiles, const uint16_t* x, const float* bias, int64_t t,
-                       bool accumulate, uint16_t* y) {
-          return Df11WgmmaTileGemm(x, m.lanes[tiles].lanes(), m.unit.unit().sign_mantissa, bias, t, accumulate, y,
-                                   nullptr, fused_config);
-        });
+    ExpectFusedIsTwin({1, 8, 17, 33, 48, 64, 65, 100, 128}, 4, 7, WgmmaTileTwin(twin_config),
+                      WgmmaTileFused(fused_config));
   }
   for (const auto& [n, k] : {std::pair<int64_t, int64_t>{37, 264}, {130, 4096}, {1000, 1032}}) {
     for (const int64_t tokens : {1, 33, 64, 65, 128}) {
