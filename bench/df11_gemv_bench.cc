@@ -59,9 +59,17 @@ double UnixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// --power: a phase's line, which power_phases.py reads: "power phase NAME LINEAR start S end S
+// calls N ms_per_call M weights W" (M 0 for a phase without calls).
+void PrintPowerPhase(const char* name, const char* linear, double start, double end, int64_t calls, uint64_t weights) {
+  std::printf("power phase %s %s start %.3f end %.3f calls %lld ms_per_call %.5f weights %llu\n", name, linear, start,
+              end, static_cast<long long>(calls), calls > 0 ? (end - start) * 1e3 / static_cast<double>(calls) : 0.0,
+              static_cast<unsigned long long>(weights));
+  std::fflush(stdout);
+}
+
 // --power: calls fn(copy) back to back, copies at a time between synchronizations, for `seconds`
-// of wall clock, and prints the phase's line (power_phases.py reads it): "power phase NAME LINEAR
-// start S end S calls N ms_per_call M weights W".
+// of wall clock, then prints the phase's line.
 template <typename F>
 void PowerPhase(const char* name, const char* linear, double seconds, int copies, uint64_t weights, F fn) {
   CK(cudaDeviceSynchronize());
@@ -71,11 +79,7 @@ void PowerPhase(const char* name, const char* linear, double seconds, int copies
     for (int i = 0; i < copies; ++i, ++calls) fn(i);
     CK(cudaDeviceSynchronize());
   }
-  const double end = UnixSeconds();
-  std::printf("power phase %s %s start %.3f end %.3f calls %lld ms_per_call %.5f weights %llu\n", name, linear, start,
-              end, static_cast<long long>(calls), (end - start) * 1e3 / static_cast<double>(calls),
-              static_cast<unsigned long long>(weights));
-  std::fflush(stdout);
+  PrintPowerPhase(name, linear, start, UnixSeconds(), calls, weights);
 }
 
 // One copy of a matrix in both formats on the device.
@@ -244,8 +248,7 @@ int Main(int argc, char** argv) {
       }
       const double idle_start = UnixSeconds();
       std::this_thread::sleep_for(std::chrono::duration<double>(power_seconds));
-      std::printf("power phase idle %s start %.3f end %.3f calls 0 ms_per_call 0 weights %llu\n", s.name, idle_start,
-                  UnixSeconds(), static_cast<unsigned long long>(n));
+      PrintPowerPhase("idle", s.name, idle_start, UnixSeconds(), 0, n);
       PowerPhase("copy", s.name, power_seconds, copies, n,
                  [&](int i) { CK(cudaMemcpyAsync(out, c[i].plain.data(), 2 * n, cudaMemcpyDeviceToDevice, nullptr)); });
       {  // the same bytes copied within the L2: 8 MB to 8 MB, as many calls as W's bytes make
