@@ -10,8 +10,11 @@
 // bits. Prints a table; --json FILE writes the numbers. --fixed-rows R (1, 2 or 4) builds every
 // matrix's fixed lanes with R rows per tile, and runs TileGemm with R too (a layout the model does
 // not use; 0, the default: FixedRowsPerTile, the model's). --only NAME runs that linear alone (for
-// a profiler; the step totals then count it alone). --decoders runs only the decoders: each linear's
-// (bytes moved against the read roofline, bits against the weights), the step's total, and a
+// a profiler; the step totals then count it alone). --split-proxy S (2 or 4): the one-row matrices
+// (q|k|v, o, down) as [S n, K / S], every matrix at 4 rows per tile: the grids and the work a
+// warp or CTA would have with those matrices at 4 rows per tile and K split S ways (not the split
+// sums' combine), the step totals comparable with a run without it. --decoders runs only the
+// decoders: each linear's (bytes moved against the read roofline, bits against the weights), the step's total, and a
 // layer's matrices decoded one after another as the model decodes a unit, without and with
 // LaunchLanesDecode's after_fixed_decode. --power SECONDS: for each linear (with --only, that one),
 // phases of SECONDS each, one kernel called back to back over rotating copies (idle; a device-to-
@@ -91,7 +94,7 @@ struct Copy {
 
 int Main(int argc, char** argv) {
   const std::string json_path = JsonPathArg(argc, argv);
-  std::string rows_arg, only;
+  std::string rows_arg, only, proxy_arg;
   double power_seconds = 0;
   bool decoders_only = false;
   for (int i = 1; i < argc; ++i) {
@@ -101,14 +104,29 @@ int Main(int argc, char** argv) {
     if (std::string(argv[i]) == "--fixed-rows") rows_arg = argv[i + 1];
     if (std::string(argv[i]) == "--only") only = argv[i + 1];
     if (std::string(argv[i]) == "--power") power_seconds = std::atof(argv[i + 1]);
+    if (std::string(argv[i]) == "--split-proxy") proxy_arg = argv[i + 1];
+  }
+  std::vector<StepLinear> linears(std::begin(kQwen3_8bStepLinears), std::end(kQwen3_8bStepLinears));
+  if (!proxy_arg.empty()) {
+    if (proxy_arg != "2" && proxy_arg != "4") {
+      std::fprintf(stderr, "df11_gemv_bench: --split-proxy takes 2 or 4, got %s\n", proxy_arg.c_str());
+      return 2;
+    }
+    const int64_t split = proxy_arg[0] - '0';
+    linears = {{split == 2 ? "q|k|v/2" : "q|k|v/4", split * 6144, 4096 / split, 36},
+               {split == 2 ? "o/2" : "o/4", split * 4096, 4096 / split, 36},
+               kQwen3_8bStepLinears[2],
+               {split == 2 ? "down/2" : "down/4", split * 4096, 12288 / split, 36},
+               kQwen3_8bStepLinears[4]};
+    rows_arg = "4";
   }
   if (!rows_arg.empty() && rows_arg != "1" && rows_arg != "2" && rows_arg != "4") {
     std::fprintf(stderr, "df11_gemv_bench: --fixed-rows takes 1, 2 or 4, got %s\n", rows_arg.c_str());
     return 2;
   }
   const int fixed_rows = rows_arg.empty() ? 0 : rows_arg[0] - '0';
-  if (!only.empty() && std::none_of(std::begin(kQwen3_8bStepLinears), std::end(kQwen3_8bStepLinears),
-                                    [&](const StepLinear& s) { return only == s.name; })) {
+  if (!only.empty() &&
+      std::none_of(linears.begin(), linears.end(), [&](const StepLinear& s) { return only == s.name; })) {
     std::fprintf(stderr, "df11_gemv_bench: --only names no linear of the step (q|k|v_proj, o_proj, ...): %s\n",
                  only.c_str());
     return 2;
@@ -143,7 +161,7 @@ int Main(int argc, char** argv) {
   Check(gemm.Init(nullptr));
   std::printf("%-13s %3s | %9s %9s %9s %9s | %6s %6s %6s | %s\n", "linear", "T", "bf16 ms", "fused ms", "fixed ms",
               "scratch", "fu/bf", "fx/bf", "sc/bf", "bits");
-  for (const StepLinear& s : kQwen3_8bStepLinears) {
+  for (const StepLinear& s : linears) {
     if (!only.empty() && only != s.name) continue;
     const uint64_t n = static_cast<uint64_t>(s.n) * s.k;
     std::vector<uint16_t> host(n);
