@@ -47,6 +47,26 @@ def log_and_samples(log_path, csv_path, **kwargs):
     return log, samples(csv_path, float(first.group(1)), **kwargs)
 
 
+def marked_runs(log):
+    """(name, round, start, end) of each run of the log that run-ab.sh marked: a "===== NAME round R"
+    line followed by its "-- start at" and "-- end at" lines before the next run's line (run-ab.sh
+    marks only its model_step_bench runs; the others are skipped)."""
+    runs, current, start = [], None, None
+    for line in log.splitlines():
+        m = re.match(r"===== (.+) round (\d+)$", line)
+        if m:
+            current, start = (m.group(1), m.group(2)), None
+            continue
+        m = re.match(r"-- (start|end) at ([0-9.]+)", line)
+        if m and current is not None:
+            if m.group(1) == "start":
+                start = float(m.group(2))
+            elif start is not None:
+                runs.append((current[0], current[1], start, float(m.group(2))))
+                current, start = None, None
+    return runs
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("ab_log")
@@ -55,12 +75,9 @@ def main():
     args = parser.parse_args()
     log, data = log_and_samples(args.ab_log, args.clocks_csv)
     top = max(mhz for _, mhz, _, _ in data)
-    names = re.findall(r"===== (.+) round (\d+)\n", log)
-    starts = [float(x) for x in re.findall(r"-- start at ([0-9.]+)", log)]
-    ends = [float(x) for x in re.findall(r"-- end at ([0-9.]+)", log)]
     print(f"top SM clock {top} MHz; bursts per run: seconds from the run's start, mean / least SM clock, "
           f"most power, share of samples at the software power cap")
-    for (name, rnd), start, end in zip(names, starts, ends):
+    for name, rnd, start, end in marked_runs(log):
         busy = [s for s in data if start <= s[0] <= end and (s[2] > args.idle_watts or s[1] < top)]
         bursts, cur = [], []
         for s in busy:

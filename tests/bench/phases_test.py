@@ -11,7 +11,9 @@ weight and (400 - 100) / 2e12 = 150 above idle. Samples kept: from start + 1 s t
 
 clock_phases: one run over [1000, 1006]: 30 samples at 1980 MHz and 300 W, then 20 at 1500 MHz,
 700 W and the power-cap reason (0x4); all busy (above 140 W), one burst: mean clock
-(30 * 1980 + 20 * 1500) / 50 = 1788 MHz, least 1500, most 700 W, capped 40%.
+(30 * 1980 + 20 * 1500) / 50 = 1788 MHz, least 1500, most 700 W, capped 40%. An unmarked run (a
+df11_gemv_bench run, which run-ab.sh does not mark) comes first in the log: the marks belong to the
+run they follow, so it gets no line and the marked run keeps its burst.
 """
 import datetime
 import os
@@ -74,6 +76,7 @@ with tempfile.TemporaryDirectory() as d:
     ab = os.path.join(d, "ab.log")
     with open(ab, "w") as f:
         f.write("-- clocks sampled from 1000.0 (nvidia-smi timestamps are local time)\n"
+                "===== df11_gemv_bench round 1\nlinears of one decode step (36 layers + lm_head), ms:\n"
                 "===== model_step_bench round 1\n-- start at 1000.0\n-- end at 1006.0\n")
     csv = os.path.join(d, "clocks.csv")
     with open(csv, "w") as f:
@@ -84,6 +87,8 @@ with tempfile.TemporaryDirectory() as d:
     out = run([os.path.join(bench, "clock_phases.py"), ab, csv])
     expect(f"clock_phases: the burst's clocks in\n{out}", "1788 / 1500 MHz" in out)
     expect(f"clock_phases: the burst's power and cap share in\n{out}", "700 W, capped  40%" in out)
+    expect(f"clock_phases: the burst under the marked run's name in\n{out}",
+           "model_step_bench round 1:" in out and "df11_gemv_bench" not in out)
 
 for f in failures:
     print("FAIL:", f)
