@@ -1,7 +1,8 @@
 // model_step_bench: forward-step latency of a BF16 model and its DF11 twin on the GPU.
 // Usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] [--prefill N]
 //                         [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes]
-//                         [--lane-code auto|huffman|fixed] [--no-prefetch] [--no-prefetch-graphs] [--tile-max-tokens 32|64]
+//                         [--lane-code auto|huffman|fixed] [--no-prefetch] [--no-prefetch-graphs] [--tile-max-tokens
+//                         32|64]
 //                         [--no-wgmma-tile] [--check-bits]
 // Per model (loaded one after the other): every sequence first gets P (default 512) cached
 // positions of real KV written by prefill steps (4 sequences per step); then, per batch size B,
@@ -70,7 +71,7 @@ struct Options {
   int tile_max_tokens = 64;
   bool no_wgmma_tile = false;
   ModelOptions::LaneCodeChoice lane_code = ModelOptions::LaneCodeChoice::kAuto;
-  bool logits = false;  // decode steps copy fp32 logits to the host instead of sampling
+  bool logits = false;      // decode steps copy fp32 logits to the host instead of sampling
   bool check_bits = false;  // each decode batch's logits, BF16 against DF11, bit for bit
 };
 
@@ -167,18 +168,30 @@ json ProfileOf(const Timing& t, const char* label) {
 using BatchLogits = std::map<int64_t, std::vector<float>>;
 
 StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_bytes_per_s, BatchLogits* logits) {
-  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda, .cuda_graphs = !o.eager, .df11_lanes = !o.no_lanes, .df11_lane_code = o.lane_code, .df11_prefetch = !o.no_prefetch, .df11_prefetch_graphs = !o.no_prefetch_graphs, .tile_max_tokens = o.tile_max_tokens, .wgmma_tile = !o.no_wgmma_tile}));
+  DF11_ASSIGN_OR_RETURN(auto model, Model::Load(dir, {.device = Device::kCuda,
+                                                      .cuda_graphs = !o.eager,
+                                                      .df11_lanes = !o.no_lanes,
+                                                      .df11_lane_code = o.lane_code,
+                                                      .df11_prefetch = !o.no_prefetch,
+                                                      .df11_prefetch_graphs = !o.no_prefetch_graphs,
+                                                      .tile_max_tokens = o.tile_max_tokens,
+                                                      .wgmma_tile = !o.no_wgmma_tile}));
   const ModelConfig& c = model->config();
   const LoadReport& r = model->load_report();
   const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int64_t ctx_blocks = (o.context + 1 + kBlockSize - 1) / kBlockSize;
   const int64_t prefill_blocks = (o.prefill + kBlockSize - 1) / kBlockSize;
-  DF11_ASSIGN_OR_RETURN(KvCache cache, KvCache::Create(c, max_batch * ctx_blocks + prefill_blocks, kBlockSize,
-                                                       Device::kCuda));
+  DF11_ASSIGN_OR_RETURN(KvCache cache,
+                        KvCache::Create(c, max_batch * ctx_blocks + prefill_blocks, kBlockSize, Device::kCuda));
   std::vector<SequenceInput> seqs(max_batch);
   for (int64_t s = 0; s < max_batch; ++s) {
     for (int64_t b = 0; b < ctx_blocks; ++b) seqs[s].block_table.push_back(static_cast<int32_t>(s * ctx_blocks + b));
   }
+  std::printf(
+      "%s: loaded in %.2f s (open %.2f, units to the device %.2f; lane streams: decode %.2f, build %.2f, upload %.2f, "
+      "check %.2f, slim %.2f)\n",
+      dir.c_str(), r.load_seconds, r.open_seconds, r.units_upload_seconds, r.lanes_decode_seconds,
+      r.lanes_build_seconds, r.lanes_upload_seconds, r.lanes_check_seconds, r.lanes_slim_seconds);
   // Fill the context: 4 sequences of `context` tokens per prefill step.
   std::printf("%s: filling %lld x %lld positions of KV\n", dir.c_str(), static_cast<long long>(max_batch),
               static_cast<long long>(o.context));
@@ -201,6 +214,8 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
                  {"df11_fixed_lane_matrices", r.fixed_lane_matrices},
                  {"load_warnings", r.warnings},
                  {"load_seconds", r.load_seconds},
+                 {"open_seconds", r.open_seconds},
+                 {"units_upload_seconds", r.units_upload_seconds},
                  {"lanes_seconds",
                   {{"decode", r.lanes_decode_seconds},
                    {"build", r.lanes_build_seconds},
@@ -239,9 +254,8 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
       DF11_RETURN_IF_ERROR(model->Step(plain, lo));
       (*logits)[batch] = lo.logits;
     }
-    const double floor_ms =
-        (static_cast<double>(r.weight_bytes) + static_cast<double>(batch) * kv_bytes_per_sequence) / read_bytes_per_s *
-        1e3;
+    const double floor_ms = (static_cast<double>(r.weight_bytes) + static_cast<double>(batch) * kv_bytes_per_sequence) /
+                            read_bytes_per_s * 1e3;
     json entry = {{"batch", batch},
                   {"step_ms", t.step_ms},
                   {"floor_ms", floor_ms},
@@ -262,7 +276,8 @@ StatusOr<json> BenchModel(const std::string& dir, const Options& o, double read_
   in.kv_cache = &cache;
   SequenceInput prompt;
   prompt.tokens = Tokens(o.prefill, 77, c.vocab_size);
-  for (int64_t b = 0; b < prefill_blocks; ++b) prompt.block_table.push_back(static_cast<int32_t>(max_batch * ctx_blocks + b));
+  for (int64_t b = 0; b < prefill_blocks; ++b)
+    prompt.block_table.push_back(static_cast<int32_t>(max_batch * ctx_blocks + b));
   prompt.logits_for = {o.prefill - 1};
   in.sequences.push_back(prompt);
   DF11_ASSIGN_OR_RETURN(const Timing t, TimeStep(*model, in, o.reps, o.profile));
@@ -331,19 +346,21 @@ bool ParseArgs(int argc, char** argv, Options& o) {
 int Main(int argc, char** argv) {
   Options o;
   if (!ParseArgs(argc, argv, o)) {
-    std::fprintf(stderr, "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
-                         "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes] "
-                         "[--lane-code auto|huffman|fixed] [--no-prefetch] [--no-prefetch-graphs] [--tile-max-tokens 32|64] "
-                         "[--no-wgmma-tile] [--check-bits]\n");
+    std::fprintf(stderr,
+                 "usage: model_step_bench BF16_DIR DF11_DIR [--json OUT] [--reps N] [--context P] "
+                 "[--prefill N] [--batches 1,8,32,64,128] [--profile] [--eager] [--logits] [--no-lanes] "
+                 "[--lane-code auto|huffman|fixed] [--no-prefetch] [--no-prefetch-graphs] [--tile-max-tokens 32|64] "
+                 "[--no-wgmma-tile] [--check-bits]\n");
     return 2;
   }
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return Fail(FailedPrecondition("no CUDA device"));
   json out = {{"gpu", prop.name},
-              {"method", "Model::Step wall time to its output on host (decode: greedy tokens sampled on the "
-                         "device, unless --logits); median of reps after warm-up steps (at least 3, and at least "
-                         "kWarmupSeconds = 1 s of them); decode at "
-                         "`context` cached positions of real KV per sequence"},
+              {"method",
+               "Model::Step wall time to its output on host (decode: greedy tokens sampled on the "
+               "device, unless --logits); median of reps after warm-up steps (at least 3, and at least "
+               "kWarmupSeconds = 1 s of them); decode at "
+               "`context` cached positions of real KV per sequence"},
               {"reps", o.reps},
               {"context", o.context}};
   const double read_bytes_per_s = ReadBandwidthBytesPerSecond();
@@ -359,7 +376,8 @@ int Main(int argc, char** argv) {
   for (const auto& [batch, a] : bf16_logits) {
     const std::vector<float>& b = df11_logits[batch];
     int64_t differ = a.size() == b.size() ? 0 : -1;
-    for (size_t i = 0; differ >= 0 && i < a.size(); ++i) differ += std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i]);
+    for (size_t i = 0; differ >= 0 && i < a.size(); ++i)
+      differ += std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i]);
     std::printf("bits, batch %lld: DF11 logits %s BF16's (%lld of %zu differ)\n", static_cast<long long>(batch),
                 differ == 0 ? "==" : "!=", static_cast<long long>(differ), a.size());
     out["bits"][std::to_string(batch)] = differ;

@@ -124,14 +124,33 @@ StatusOr<LaneStreams> BuildFixedLaneStreams(std::span<const uint16_t> w, const s
   // Pass 1: each tile's escapes and rare bytes (any order counts them), and exponents the histogram missed.
   std::vector<uint64_t> tile_escapes(tiles), tile_rare(tiles);
   std::vector<int> missing(tiles, -1);
+  // Per exponent: bit 0 an escape, bit 1 a rare byte, bit 2 missing from the histogram. Counting
+  // into locals through this table instead of into the vectors element by element: gate|up of the
+  // 8B shape built in 0.24 s instead of 0.35 on two cores (the whole model's build on the GPU
+  // machine's 16 cores stayed within its run-to-run spread, 4.9-5.6 s).
+  std::array<uint8_t, 256> kind{};
+  for (int e = 0; e < 256; ++e) {
+    kind[e] =
+        static_cast<uint8_t>((code[e] == kEscape ? 1 : 0) | (code[e] == kEscape && nibble[e] == kRareNibble ? 2 : 0) |
+                             (histogram[e] == 0 ? 4 : 0));
+  }
   ParallelFor(tiles, 0, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t first = t * rows_per_tile * cols, last = std::min<int64_t>(rows, (t + 1) * rows_per_tile) * cols;
+      uint64_t escapes = 0, rares = 0;
+      uint32_t any_missing = 0;
       for (int64_t i = first; i < last; ++i) {
-        const uint8_t e = ExponentOf(w[i]);
-        if (histogram[e] == 0) missing[t] = e;
-        tile_escapes[t] += code[e] == kEscape;
-        tile_rare[t] += code[e] == kEscape && nibble[e] == kRareNibble;
+        const uint32_t k = kind[ExponentOf(w[i])];
+        escapes += k & 1u;
+        rares += (k >> 1) & 1u;
+        any_missing |= k & 4u;
+      }
+      tile_escapes[t] = escapes;
+      tile_rare[t] = rares;
+      if (any_missing != 0) {  // which exponent, for the error (rare: a histogram that does not match w)
+        for (int64_t i = first; i < last; ++i) {
+          if (histogram[ExponentOf(w[i])] == 0) missing[t] = ExponentOf(w[i]);
+        }
       }
     }
   });

@@ -59,8 +59,8 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const Model
   model->FillLoadReport(largest_unit);
   if (options.max_resident_bytes > 0 &&
       model->report_.weight_bytes + model->report_.scratch_bytes > options.max_resident_bytes) {
-    return ResourceExhausted(dir + ": the weights need " + std::to_string(model->report_.weight_bytes) +
-                             " bytes (+ " + std::to_string(model->report_.scratch_bytes) + " bytes of decode scratch) but " +
+    return ResourceExhausted(dir + ": the weights need " + std::to_string(model->report_.weight_bytes) + " bytes (+ " +
+                             std::to_string(model->report_.scratch_bytes) + " bytes of decode scratch) but " +
                              std::to_string(options.max_resident_bytes) + " bytes are available for them");
   }
   model->layers_.resize(c.num_layers);
@@ -74,6 +74,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const Model
   for (RopeKind* kind : {&model->rope_global_, &model->rope_local_}) {
     kind->rotary_dim = 2 * static_cast<int64_t>(kind->inv_freq.size());
   }
+  const double open_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.device == Device::kCuda) {
     DF11_RETURN_IF_ERROR(model->LoadCuda());  // replaces the report with what the device holds
     if (model->checkpoint_->is_df11() && options.resident_bf16) {
@@ -91,6 +92,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir, const Model
     model->scratch_ = UnitScratch(largest_unit);
   }
   model->report_.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  model->report_.open_seconds = open_seconds;
   return model;
 }
 
@@ -122,12 +124,12 @@ void Model::FillLoadReport(uint64_t largest_unit_elements) {
   r.df11 = resident_df11();
   for (const Df11Unit& unit : checkpoint_->units()) {
     const UnitView& v = unit.view;
-    r.weight_bytes += v.luts.size() + v.encoded_exponent.size() + v.sign_mantissa.size() +
-                      v.output_positions.size() + v.gaps.size();
+    r.weight_bytes +=
+        v.luts.size() + v.encoded_exponent.size() + v.sign_mantissa.size() + v.output_positions.size() + v.gaps.size();
     // A tied model's lm_head unit is a copy of the embedding: resident, but not a weight of its own.
-    const bool tied_copy = config_.tie_word_embeddings &&
-                           std::any_of(unit.weights.begin(), unit.weights.end(),
-                                       [&](const UnitWeight& w) { return w.name == config_.lm_head_name; });
+    const bool tied_copy =
+        config_.tie_word_embeddings && std::any_of(unit.weights.begin(), unit.weights.end(),
+                                                   [&](const UnitWeight& w) { return w.name == config_.lm_head_name; });
     if (!tied_copy) r.bf16_weight_bytes += 2 * unit.layout.num_elements;
   }
   const TensorStore& store = checkpoint_->store();

@@ -105,15 +105,16 @@ struct Model::CudaState {
   GpuStream stream = nullptr;
   cuda::GemmHandle gemm;
   std::shared_ptr<DeviceScratch> scratch;
-  uint64_t scratch_needed = 0;                // bytes this model needs of the scratch
-  std::vector<cuda::DeviceBuffer> resident;   // BF16 weights, norms, biases, inverse frequencies
+  uint64_t scratch_needed = 0;               // bytes this model needs of the scratch
+  std::vector<cuda::DeviceBuffer> resident;  // BF16 weights, norms, biases, inverse frequencies
   std::vector<std::unique_ptr<DeviceUnitPlan>> units;
   std::vector<DeviceLanesBuffer> lanes;  // DF11 matrices as lane streams (DeviceLinear::lanes)
   bool use_lanes = true;                 // ModelOptions::df11_lanes
   ModelOptions::LaneCodeChoice lane_code = ModelOptions::LaneCodeChoice::kAuto;
-  int fixed_lanes = 0;                   // lanes with LaneCode::kFixed3
-  std::vector<std::string> warnings;     // matrices left on the decode-then-GEMM path, and why
-  double lanes_seconds[5] = {};          // TranscodeLinear: decode, build, upload, check; SlimUnits
+  int fixed_lanes = 0;                // lanes with LaneCode::kFixed3
+  std::vector<std::string> warnings;  // matrices left on the decode-then-GEMM path, and why
+  double lanes_seconds[5] = {};       // TranscodeLinear: decode, build, upload, check; SlimUnits
+  double units_upload_seconds = 0;    // UploadUnit: DF11 units copied to the device
   // TranscodeLinear's host copy of a matrix, reused (page-locked while `pinned`), freed after load.
   std::vector<uint16_t> lane_words;
   bool lane_words_pinned = false;
@@ -123,22 +124,22 @@ struct Model::CudaState {
   const float *inv_freq_global = nullptr, *inv_freq_local = nullptr;
 
   // Per step.
-  StackedLinears stacked;            // CudaStackedLinears(config), set at load
-  int loaded_unit = -1;              // unit decoded in the scratch now (-1: none / unknown)
+  StackedLinears stacked;  // CudaStackedLinears(config), set at load
+  int loaded_unit = -1;    // unit decoded in the scratch now (-1: none / unknown)
   // Decoding ahead (ModelOptions::df11_prefetch; graph steps too with df11_prefetch_graphs): layer units decode into
   // two halves of the scratch, each unit's successor (next_unit) on decode_stream while the
   // current unit's linears run. half_unit: the unit in (or decoding into) each half; `pending`:
   // the unit whose decode `decode_ready` marks, not yet waited for by `stream`.
-  GpuStream decode_stream = nullptr;    // null: no decoding ahead
-  std::vector<int> next_unit;           // per unit: the unit the forward pass decodes next, or -1
-  uint64_t half_elements = 0;           // elements of a half: the largest unit in a next_unit chain
+  GpuStream decode_stream = nullptr;  // null: no decoding ahead
+  std::vector<int> next_unit;         // per unit: the unit the forward pass decodes next, or -1
+  uint64_t half_elements = 0;         // elements of a half: the largest unit in a next_unit chain
   int half_unit[2] = {-1, -1};
   int pending = -1, current_unit = -1;  // current: the unit the last WeightData returned
   bool capturing = false;               // a CUDA graph capture is under way
   bool ahead_in_graphs = false;         // ModelOptions::df11_prefetch_graphs: decode ahead when capturing
   cuda::StreamEvent decode_ready, scratch_free;
-  cuda::DeviceBuffer activations;    // bf16 buffers of the step, grown on demand
-  cuda::DeviceBuffer batch_arrays;   // int32 token/position/table arrays of the step
+  cuda::DeviceBuffer activations;          // bf16 buffers of the step, grown on demand
+  cuda::DeviceBuffer batch_arrays;         // int32 token/position/table arrays of the step
   cuda::DeviceBuffer attention_workspace;  // split-KV partials (cuda::AttentionWorkspaceFloats)
   cuda::DeviceBuffer sampler_workspace;    // cuda::SamplingWorkspaceBytes, reserved at load
   cuda::DeviceBuffer sampler_inputs;       // DeviceSampleRow rows, then PenaltyEntry rows
@@ -148,7 +149,7 @@ struct Model::CudaState {
   struct StepGraph {
     int64_t tokens = 0, max_keys = 0;
     std::array<uint64_t, 6> pointers{};  // buffers, scratch and KV pool it baked in, KV blocks
-    size_t decode_events = 0;  // decode_timer events the graph records
+    size_t decode_events = 0;            // decode_timer events the graph records
     cuda::GraphExec exec;
   };
   static constexpr size_t kMaxStepGraphs = 64;
@@ -156,7 +157,7 @@ struct Model::CudaState {
   bool graphs_failed = false;     // the runtime refused a capture: no more captures
   bool replayed_graph = false;    // the current step's forward pass ran as a graph
   cuda::EventTimer decode_timer;
-  cuda::EventTimer span_timer;  // StepOutput::gpu_seconds
+  cuda::EventTimer span_timer;                   // StepOutput::gpu_seconds
   cuda::EventTimer gemm_timer, attention_timer;  // StepInput::profile
   bool profile = false;
   uint64_t weight_bytes = 0, bf16_weight_bytes = 0;  // for the LoadReport

@@ -54,8 +54,10 @@ StatusOr<int> Model::CudaState::UploadUnit(const Df11Unit& unit) {
   }
   auto plan = std::make_unique<DeviceUnitPlan>();
   plan->host = &unit;
+  const auto start = std::chrono::steady_clock::now();
   StatusOr<DeviceUnitBuffer> buffer = DeviceUnitBuffer::Upload(unit.view, unit.layout);
   if (!buffer.ok()) return buffer.status().WithContext(unit.path);
+  units_upload_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   plan->buffer = std::move(buffer).value();
   const bool aligned = std::all_of(unit.weights.begin(), unit.weights.end(),
                                    [](const UnitWeight& w) { return w.offset % kAlignElements == 0; });
@@ -395,6 +397,7 @@ Status Model::LoadCuda() {
   report_.lanes_upload_seconds = st.lanes_seconds[2];
   report_.lanes_check_seconds = st.lanes_seconds[3];
   report_.lanes_slim_seconds = st.lanes_seconds[4];
+  report_.units_upload_seconds = st.units_upload_seconds;
   return Status::Ok();
 }
 
