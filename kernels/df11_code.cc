@@ -16,10 +16,27 @@ std::array<uint64_t, 256> ExponentHistogram(std::span<const uint16_t> words, int
   std::array<uint64_t, 256> total{};
   std::mutex mu;
   ParallelFor(static_cast<int64_t>(words.size()), threads, [&](int64_t begin, int64_t end, int) {
-    std::array<uint64_t, 256> local{};
-    for (int64_t i = begin; i < end; ++i) ++local[ExponentOf(words[i])];
+    // Four counters a symbol, taken in turn: a weight matrix's exponents repeat a few values, and
+    // one counter would make each increment wait for the last one's store.
+    std::array<std::array<uint32_t, 256>, 4> local{};
+    std::array<uint64_t, 256> sum{};
+    for (int64_t i0 = begin; i0 < end; i0 += int64_t{1} << 30) {  // uint32 counters: 2^30 at a time
+      const int64_t i1 = std::min<int64_t>(end, i0 + (int64_t{1} << 30));
+      int64_t i = i0;
+      for (; i + 4 <= i1; i += 4) {
+        ++local[0][ExponentOf(words[i])];
+        ++local[1][ExponentOf(words[i + 1])];
+        ++local[2][ExponentOf(words[i + 2])];
+        ++local[3][ExponentOf(words[i + 3])];
+      }
+      for (; i < i1; ++i) ++local[0][ExponentOf(words[i])];
+      for (int s = 0; s < 256; ++s) {
+        sum[s] += uint64_t{local[0][s]} + local[1][s] + local[2][s] + local[3][s];
+        local[0][s] = local[1][s] = local[2][s] = local[3][s] = 0;
+      }
+    }
     std::lock_guard<std::mutex> lock(mu);
-    for (int s = 0; s < 256; ++s) total[s] += local[s];
+    for (int s = 0; s < 256; ++s) total[s] += sum[s];
   });
   return total;
 }

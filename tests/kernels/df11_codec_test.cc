@@ -42,6 +42,28 @@ EncodedUnit RoundTrip(const std::vector<uint16_t>& words, int threads = 0) {
   return std::move(enc).value();
 }
 
+// ExponentHistogram counts every word once, whatever its length (0..9 and a long run of one
+// exponent, where its four interleaved counters all take the same symbol) and thread count,
+// against counts worked out here: word v = i << 7 has exponent i % 256.
+TEST(Df11Codec, ExponentHistogramCountsEveryWord) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{9}}) {
+    std::vector<uint16_t> words(n);
+    for (size_t i = 0; i < n; ++i) words[i] = static_cast<uint16_t>((i % 256) << 7);
+    for (int threads : {1, 2, 3}) {
+      const auto h = ExponentHistogram(words, threads);
+      for (int e = 0; e < 256; ++e) EXPECT_EQ(h[e], static_cast<size_t>(e) < n ? 1u : 0u) << "n " << n << " e " << e;
+    }
+  }
+  std::vector<uint16_t> run(100003, static_cast<uint16_t>((120 << 7) | 0x8001));  // sign and mantissa set
+  run[7] = static_cast<uint16_t>(3 << 7);
+  for (int threads : {1, 4}) {
+    const auto h = ExponentHistogram(run, threads);
+    EXPECT_EQ(h[120], 100002u);
+    EXPECT_EQ(h[3], 1u);
+    EXPECT_EQ(std::accumulate(h.begin(), h.end(), uint64_t{0}), 100003u);
+  }
+}
+
 TEST(Df11Codec, GaussianRoundTripAndRatio) {
   auto words = GaussianWeights(1 << 20, 0.02f, 1);
   EncodedUnit unit = RoundTrip(words);
