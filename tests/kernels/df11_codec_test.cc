@@ -136,6 +136,7 @@ TEST(Df11Codec, SizesAroundWindowAndChunkBoundaries) {
 
 TEST(Df11Codec, SignedZerosAndSubnormals) {
   std::vector<uint16_t> words;
+  words.reserve(5000);
   for (int i = 0; i < 5000; ++i) {
     words.push_back(i % 4 == 0 ? 0x0000 : i % 4 == 1 ? 0x8000 : static_cast<uint16_t>((i % 2) << 15 | (i % 127 + 1)));
   }
@@ -242,7 +243,7 @@ TEST(Df11FastTable, AgreesWithLutWalk) {
     auto enc = EncodeUnit(words);
     ASSERT_TRUE(enc.ok());
     const auto table = BuildFastTable(enc->luts);
-    const uint8_t* lengths = &enc->luts[(enc->num_luts() - 1) * 256];
+    const uint8_t* lengths = &enc->luts[static_cast<size_t>(enc->num_luts() - 1) * 256];
     int settled = 0;
     for (uint32_t i = 0; i < kFastTableSize; ++i) {
       for (uint32_t low : {0u, 0xFFFFFu, 0x5A5A5u}) {
@@ -291,7 +292,7 @@ TEST(Df11FastTable, PairTableAgreesWithLutWalk) {
     auto enc = EncodeUnit(words);
     ASSERT_TRUE(enc.ok());
     const auto pairs = BuildPairTable(enc->luts);
-    const uint8_t* lengths = &enc->luts[(enc->num_luts() - 1) * 256];
+    const uint8_t* lengths = &enc->luts[static_cast<size_t>(enc->num_luts() - 1) * 256];
     int doubles = 0;
     for (uint32_t i = 0; i < kFastTableSize; ++i) {
       const uint32_t e = pairs[i];
