@@ -145,8 +145,9 @@ struct LoadReport {
   // without their streams.
   double lanes_decode_seconds = 0, lanes_build_seconds = 0, lanes_upload_seconds = 0, lanes_check_seconds = 0,
          lanes_slim_seconds = 0;
-  // Seconds of load before the device's: opening the checkpoint (headers, unit validation) and
-  // resolving every weight on the host. CUDA, DF11: seconds copying the units to the device.
+  // Seconds of load before the device's part: opening the checkpoint (headers, unit validation),
+  // resolving every weight on the host (with resident_bf16, decoding them too). CUDA, DF11: seconds
+  // copying the units to the device (DeviceUnitBuffer::Upload).
   double open_seconds = 0, units_upload_seconds = 0;
   std::vector<std::string> warnings;  // what the load left slower than it could be, and why
 };
