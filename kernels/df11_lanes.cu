@@ -182,37 +182,48 @@ Status LaunchCode(const uint16_t* x, const DeviceLanes& w, const Df11Tables& t, 
 }  // namespace
 
 StatusOr<DeviceLanesBuffer> DeviceLanesBuffer::Upload(const LaneStreams& lanes, GpuStream stream) {
+  return Make(lanes, lanes.words.size(), lanes.escapes.size(), lanes.rare.size(), true, stream);
+}
+
+StatusOr<DeviceLanesBuffer> DeviceLanesBuffer::UploadTiles(const LaneStreams& lanes, uint64_t words,
+                                                           uint64_t escape_words, uint64_t rare, GpuStream stream) {
+  return Make(lanes, words, escape_words, rare, false, stream);
+}
+
+StatusOr<DeviceLanesBuffer> DeviceLanesBuffer::Make(const LaneStreams& lanes, uint64_t words, uint64_t escape_words,
+                                                    uint64_t rare, bool with_streams, GpuStream stream) {
   DeviceLanesBuffer b;
   const std::pair<const void*, uint64_t> regions[kRegions] = {
       {lanes.tile_words.data(), 4 * lanes.tile_words.size()},
-      {lanes.words.data(), 4 * lanes.words.size()},
-      {lanes.escapes.data(), 4 * lanes.escapes.size()},
+      {with_streams ? lanes.words.data() : nullptr, 4 * words},
+      {with_streams ? lanes.escapes.data() : nullptr, 4 * escape_words},
       {lanes.tile_escapes.data(), 4 * lanes.tile_escapes.size()},
       {lanes.tile_rare.data(), 4 * lanes.tile_rare.size()},
       {lanes.tile_split.data(), 4 * lanes.tile_split.size()},
-      {lanes.rare.data(), lanes.rare.size()}};
+      {with_streams ? lanes.rare.data() : nullptr, rare}};
   uint64_t total = 0;
   for (int r = 0; r < kRegions; ++r) {
     b.offsets_[r] = total;
     total += (regions[r].second + 255) / 256 * 256;
   }
   DF11_ASSIGN_OR_RETURN(b.buffer_, cuda::DeviceBuffer::Allocate(total, "DF11 lane streams"));
+  if (!with_streams) DF11_RETURN_IF_ERROR(cuda::FillZero(b.buffer_.data(), total, stream));
   for (int r = 0; r < kRegions; ++r) {
-    if (regions[r].second == 0) continue;
+    if (regions[r].second == 0 || regions[r].first == nullptr) continue;
     DF11_RETURN_IF_ERROR(
         cuda::CopyToDevice(b.buffer_.as<char>() + b.offsets_[r], regions[r].first, regions[r].second, stream));
   }
   DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));
   DeviceLanes& d = b.lanes_;
   d.code = lanes.code;
-  d.num_words = lanes.words.size();
+  d.num_words = words;
   d.rows = lanes.rows;
   d.cols = lanes.cols;
   d.rows_per_tile = lanes.rows_per_tile;
   d.tile_stride = lanes.tile_stride;
   d.split_block = lanes.tile_split.empty() ? 0 : lanes.split_block;
-  d.num_escape_words = lanes.escapes.size();
-  d.num_rare = lanes.rare.size();
+  d.num_escape_words = escape_words;
+  d.num_rare = rare;
   std::memcpy(d.primary, lanes.primary.data(), sizeof(d.primary));
   std::memcpy(d.secondary, lanes.secondary.data(), sizeof(d.secondary));
   b.Point();

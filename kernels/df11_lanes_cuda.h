@@ -8,7 +8,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <string>
 
 #include "kernels/base/status.h"
 #include "kernels/cuda_gemm.h"  // kGemvMaxTokens, cuda_ops.h
@@ -70,6 +72,11 @@ class DeviceLanesBuffer {
  public:
   // Copies `lanes` to the device on `stream` and waits. RESOURCE_EXHAUSTED when out of memory.
   static StatusOr<DeviceLanesBuffer> Upload(const LaneStreams& lanes, GpuStream stream);
+  // For a builder on the device (BuildFixedLanesOnDevice): lanes' tile arrays and tables copied,
+  // the words, escapes and rare regions sized `words` / `escape_words` (32-bit) / `rare` (bytes)
+  // and zeroed, for kernels to fill. Waits for the copies.
+  static StatusOr<DeviceLanesBuffer> UploadTiles(const LaneStreams& lanes, uint64_t words, uint64_t escape_words,
+                                                 uint64_t rare, GpuStream stream);
   const DeviceLanes& lanes() const { return lanes_; }
   uint64_t device_bytes() const { return buffer_.bytes(); }
   const void* device_base() const { return buffer_.data(); }
@@ -81,10 +88,22 @@ class DeviceLanesBuffer {
   // Byte offsets in buffer_ of tile_words, words, escapes, tile_escapes, tile_rare, tile_split, rare.
   enum Region { kTileWords, kWords, kEscapes, kTileEscapes, kTileRare, kTileSplit, kRare, kRegions };
   void Point();  // lanes_'s pointers from buffer_ and offsets_
+  static StatusOr<DeviceLanesBuffer> Make(const LaneStreams& lanes, uint64_t words, uint64_t escape_words,
+                                          uint64_t rare, bool with_streams, GpuStream stream);
   cuda::DeviceBuffer buffer_;
   uint64_t offsets_[kRegions] = {};
   DeviceLanes lanes_;
 };
+
+// The exponent counts of n BF16 words on the device (ExponentHistogram's, df11_codec.h). Waits.
+StatusOr<std::array<uint64_t, 256>> DeviceExponentHistogram(const uint16_t* w, uint64_t n, GpuStream stream);
+// W [rows, cols]'s fixed lanes (df11_lanes_fixed.h) built on the device from its BF16 words `w`
+// (device, row-major, 16-byte aligned) and their exponent counts: byte for byte
+// BuildFixedLaneStreams(w, histogram, rows, cols, rows_per_tile)'s arrays, on the device. Waits.
+// INVALID_ARGUMENT (naming `what`) for a shape the host builder refuses or an unaligned w.
+StatusOr<DeviceLanesBuffer> BuildFixedLanesOnDevice(const uint16_t* w, const std::array<uint64_t, 256>& histogram,
+                                                    int64_t rows, int64_t cols, int rows_per_tile, GpuStream stream,
+                                                    const std::string& what);
 
 // y[T, rows] = x[T, cols] · W^T (+ bias [rows] fp32) (+ y's old value when accumulate), bf16, for
 // 1 <= T <= cuda::kGemvMaxTokens. `tables` are unused for LaneCode::kFixed3. sign_mantissa: W's first byte in its

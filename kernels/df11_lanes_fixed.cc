@@ -75,6 +75,37 @@ uint64_t FixedLanesBytesBound(const std::array<uint64_t, 256>& histogram, int64_
          (split ? 8 * tiles : 0);
 }
 
+FixedCodes FixedCodesOf(const std::array<uint64_t, 256>& histogram) {
+  // Exponents by count, most frequent first (ties: the smaller exponent).
+  std::array<int, 256> order;
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return histogram[a] > histogram[b]; });
+  FixedCodes c;
+  for (int rank = 0; rank < 256; ++rank) {
+    const int e = order[rank];
+    c.code[e] = static_cast<uint8_t>(std::min(rank, kEscape));
+    c.nibble[e] = static_cast<uint8_t>(rank < kEscape ? 0 : std::min(rank - kEscape, kRareNibble));
+    if (rank < kEscape) c.primary[rank] = static_cast<uint8_t>(histogram[e] > 0 ? e : 0);
+    if (rank >= kEscape && rank < kEscape + kRareNibble) {
+      c.secondary[rank - kEscape] = static_cast<uint8_t>(histogram[e] > 0 ? e : 0);
+    }
+  }
+  return c;
+}
+
+FixedGeometry FixedGeometryOf(int64_t rows, int64_t cols, int rows_per_tile) {
+  const Geometry geo = MakeGeometry(rows, cols, rows_per_tile);
+  FixedGeometry g;
+  g.tiles = geo.tiles();
+  g.entries = geo.entries;
+  g.tile_stride = geo.stride();
+  const int64_t split = GemvSplitChunk(rows, cols);
+  if (split > 0 && rows_per_tile == 4 && split % kLanes == 0 && split / kLanes < geo.entries / 4) {
+    g.split_block = static_cast<uint32_t>(split / kLanes);
+  }
+  return g;
+}
+
 int64_t GemvSplitChunk(int64_t rows, int64_t cols) {
   const int64_t per_row = (cols / 8 + kLanes - 1) / kLanes;
   if (rows <= 0 || rows >= 65536 || per_row < 2 || FixedRowsPerTile(rows, cols) != 4) return 0;
@@ -96,25 +127,15 @@ StatusOr<LaneStreams> BuildFixedLaneStreams(std::span<const uint16_t> w, const s
                            std::to_string(w.size()) + " elements and 1, 2 or 4 rows per tile, got [" +
                            std::to_string(rows) + ", " + std::to_string(cols) + "], " + std::to_string(rows_per_tile));
   }
-  // Exponents by count, most frequent first (ties: the smaller exponent).
-  std::array<int, 256> order;
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return histogram[a] > histogram[b]; });
   LaneStreams out;
   out.code = LaneCode::kFixed3;
   out.rows = rows;
   out.cols = cols;
   out.rows_per_tile = rows_per_tile;
-  std::array<uint8_t, 256> code{}, nibble{};  // per exponent
-  for (int rank = 0; rank < 256; ++rank) {
-    const int e = order[rank];
-    code[e] = static_cast<uint8_t>(std::min(rank, kEscape));
-    nibble[e] = static_cast<uint8_t>(rank < kEscape ? 0 : std::min(rank - kEscape, kRareNibble));
-    if (rank < kEscape) out.primary[rank] = static_cast<uint8_t>(histogram[e] > 0 ? e : 0);
-    if (rank >= kEscape && rank < kEscape + kRareNibble) {
-      out.secondary[rank - kEscape] = static_cast<uint8_t>(histogram[e] > 0 ? e : 0);
-    }
-  }
+  const FixedCodes codes = FixedCodesOf(histogram);
+  const std::array<uint8_t, 256>&code = codes.code, &nibble = codes.nibble;  // per exponent
+  out.primary = codes.primary;
+  out.secondary = codes.secondary;
   const Geometry geo = MakeGeometry(rows, cols, rows_per_tile);
   const int64_t tiles = geo.tiles();
   out.tile_stride = geo.stride();
@@ -174,11 +195,8 @@ StatusOr<LaneStreams> BuildFixedLaneStreams(std::span<const uint16_t> w, const s
   out.tile_rare[tiles] = static_cast<uint32_t>(rare);
   // The GEMV's split (GemvSplitChunk) in the layout it names, 4 rows per tile, where block j
   // starts at chunk 32 j.
-  const int64_t split = GemvSplitChunk(rows, cols);
-  if (split > 0 && rows_per_tile == 4 && split % kLanes == 0 && split / kLanes < geo.entries / 4) {
-    out.split_block = static_cast<uint32_t>(split / kLanes);
-    out.tile_split.assign(2 * tiles, 0);
-  }
+  out.split_block = FixedGeometryOf(rows, cols, rows_per_tile).split_block;
+  if (out.split_block != 0) out.tile_split.assign(2 * tiles, 0);
   out.words.assign(tiles * out.tile_stride, 0);
   out.escapes.assign(escape_words + uint64_t{2} * kLanes, 0);
   out.rare.assign(rare + 1, 0);

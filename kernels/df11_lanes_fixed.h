@@ -55,6 +55,25 @@ int FixedRowsPerTile(int64_t rows, int64_t cols);
 // (docs/df11-lanes.md, "The 1-token GEMV on an H200").
 int64_t GemvSplitChunk(int64_t rows, int64_t cols);
 
+// The codes BuildFixedLaneStreams gives W's exponents from their counts: per exponent its 3-bit
+// code (7: an escape) and escape nibble (0..14, 15: a rare byte), and LaneStreams' primary and
+// secondary tables.
+struct FixedCodes {
+  std::array<uint8_t, 256> code{}, nibble{};
+  std::array<uint8_t, 8> primary{};
+  std::array<uint8_t, 16> secondary{};
+};
+FixedCodes FixedCodesOf(const std::array<uint64_t, 256>& histogram);
+
+// The shape of W [rows, cols]'s fixed lanes: tiles, entries per lane per tile (a multiple of 4),
+// words per tile, and the GEMV's split block (0: no split state).
+struct FixedGeometry {
+  int64_t tiles = 0, entries = 0;
+  uint64_t tile_stride = 0;
+  uint32_t split_block = 0;
+};
+FixedGeometry FixedGeometryOf(int64_t rows, int64_t cols, int rows_per_tile);
+
 // An upper bound on LaneStreams::bytes() of W's fixed lanes, from W's exponent counts alone.
 uint64_t FixedLanesBytesBound(const std::array<uint64_t, 256>& histogram, int64_t rows, int64_t cols,
                               int rows_per_tile);

@@ -140,8 +140,10 @@ struct LoadReport {
   double load_seconds = 0;
   int lane_matrices = 0;        // CUDA, DF11: linears kept as lane streams (fused linears)
   int fixed_lane_matrices = 0;  // of those, with 3-bit codes (ModelOptions::df11_lane_code)
-  // CUDA, DF11: seconds of load spent making lane streams: decoding matrices (GPU, copied to the host), building
-  // the streams, uploading them, decoding them back on the GPU and comparing, re-uploading units
+  // CUDA, DF11: seconds of load spent making lane streams: decoding matrices on the GPU and counting
+  // their exponents (copied to the host only where the host builds them), building the streams (on
+  // the GPU; Huffman lanes, or where a matrix's temporary buffer does not fit, on the host),
+  // uploading host-built ones, decoding them back on the GPU and comparing, re-uploading units
   // without their streams.
   double lanes_decode_seconds = 0, lanes_build_seconds = 0, lanes_upload_seconds = 0, lanes_check_seconds = 0,
          lanes_slim_seconds = 0;

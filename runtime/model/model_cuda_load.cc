@@ -209,60 +209,90 @@ Status Model::CudaState::TranscodeLinear(DeviceLinear& d, const std::string& nam
     lanes_seconds[phase] += std::chrono::duration<double>(now - t0).count();
     t0 = now;
   };
-  // The matrix's words, decoded on the GPU by the unit's own decoder, in slices of <= 16 Mi elements.
+  // The matrix's words, decoded on the GPU by the unit's own decoder, in slices of <= 16 Mi
+  // elements: into one device buffer of the whole matrix, where fixed lanes are then built
+  // (BuildFixedLanesOnDevice: BuildFixedLaneStreams's bytes; on an H200 the 8B model's 145 matrices
+  // in 0.07 s against 4.4-5.6 s on the host's 16 cores, its load 2.17 s against 7.75-9.54,
+  // bench/results/model_load_h200_device_build.log), or, for Huffman lanes or where that buffer
+  // does not fit, to the host, which builds them.
   const DeviceUnit& du = plan.buffer.unit();
   const int rows_per_tile = LaneRowsPerTile(rows);
   const int64_t tile_elements = static_cast<int64_t>(rows_per_tile) * cols;
   const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
   const int64_t per_slice = std::max<int64_t>(1, (int64_t{16} << 20) / tile_elements);
-  DF11_ASSIGN_OR_RETURN(
-      cuda::DeviceBuffer slices,
-      cuda::DeviceBuffer::Allocate(2 * std::min<int64_t>(tiles, per_slice) * tile_elements, "lane stream slices"));
-  if (lane_words.size() < n) {  // grown, then page-locked (unlocked copies are several times slower)
+  auto host_words = [&]() {  // lane_words holds n words: grown, then page-locked (unlocked copies are slower)
+    if (lane_words.size() >= n) return;
     if (lane_words_pinned) cuda::UnpinHost(lane_words.data());
     lane_words = std::vector<uint16_t>(n);
     lane_words_pinned = cuda::PinHost(lane_words.data(), 2 * n).ok();
+  };
+  StatusOr<cuda::DeviceBuffer> whole = cuda::DeviceBuffer::Allocate(2 * n, "a matrix for its lane streams");
+  StatusOr<cuda::DeviceBuffer> slices = whole.status();
+  if (!whole.ok()) {
+    slices =
+        cuda::DeviceBuffer::Allocate(2 * std::min<int64_t>(tiles, per_slice) * tile_elements, "lane stream slices");
+    if (!slices.ok()) return slices.status();
   }
-  const std::span<uint16_t> words(lane_words.data(), n);
   for (int64_t t = 0; t < tiles; t += per_slice) {
     const uint64_t first = static_cast<uint64_t>(t) * tile_elements;
     const uint64_t count = std::min<uint64_t>(n - first, static_cast<uint64_t>(per_slice) * tile_elements);
-    const Status st = LaunchDf11Decode(du, plan.buffer.layout(), d.unit_offset + first, d.unit_offset + first + count,
-                                       slices.as<uint16_t>(), stream);
+    uint16_t* out = whole.ok() ? whole->as<uint16_t>() + first : slices->as<uint16_t>();
+    const Status st =
+        LaunchDf11Decode(du, plan.buffer.layout(), d.unit_offset + first, d.unit_offset + first + count, out, stream);
     if (!st.ok()) return st.WithContext(unit.path);
-    DF11_RETURN_IF_ERROR(cuda::CopyToHost(words.data() + first, slices.data(), 2 * count, stream));
-  }
-  lap(0);
-  StatusOr<std::array<SymbolCode, 256>> codes = CodesFromLuts(unit.view.luts);
-  StatusOr<LaneStreams> host_lanes = codes.status();
-  if (codes.ok()) {
-    const std::array<uint64_t, 256> histogram = ExponentHistogram(words);
-    const int fixed_rows = FixedRowsPerTile(rows, cols);
-    if (lane_code == ModelOptions::LaneCodeChoice::kFixed3 ||
-        (lane_code == ModelOptions::LaneCodeChoice::kAuto &&
-         FixedLanesFit(histogram, *codes, unit.view, rows, cols, fixed_rows))) {
-      host_lanes = BuildFixedLaneStreams(words, histogram, rows, cols, fixed_rows, name);
-    } else {
-      host_lanes = BuildLaneStreams(*codes, words, rows, cols, rows_per_tile, name);
+    if (!whole.ok()) {
+      host_words();
+      DF11_RETURN_IF_ERROR(cuda::CopyToHost(lane_words.data() + first, out, 2 * count, stream));
     }
   }
-  if (!host_lanes.ok()) {
-    warnings.push_back(name + ": no lane streams (" + host_lanes.status().ToString() + "); decoded before its GEMM");
+  StatusOr<std::array<SymbolCode, 256>> codes = CodesFromLuts(unit.view.luts);
+  StatusOr<std::array<uint64_t, 256>> histogram = codes.status();
+  if (codes.ok()) {
+    histogram = whole.ok() ? DeviceExponentHistogram(whole->as<uint16_t>(), n, stream)
+                           : ExponentHistogram(std::span<const uint16_t>(lane_words.data(), n));
+  }
+  lap(0);
+  StatusOr<DeviceLanesBuffer> built = histogram.status();
+  if (histogram.ok()) {
+    const int fixed_rows = FixedRowsPerTile(rows, cols);
+    const bool fixed = lane_code == ModelOptions::LaneCodeChoice::kFixed3 ||
+                       (lane_code == ModelOptions::LaneCodeChoice::kAuto &&
+                        FixedLanesFit(*histogram, *codes, unit.view, rows, cols, fixed_rows));
+    if (fixed && whole.ok()) {
+      built = BuildFixedLanesOnDevice(whole->as<uint16_t>(), *histogram, rows, cols, fixed_rows, stream, name);
+      lap(1);
+    } else {
+      if (whole.ok()) {  // Huffman lanes: built on the host
+        host_words();
+        DF11_RETURN_IF_ERROR(cuda::CopyToHost(lane_words.data(), whole->data(), 2 * n, stream));
+      }
+      const std::span<const uint16_t> words(lane_words.data(), n);
+      StatusOr<LaneStreams> host_lanes = fixed ? BuildFixedLaneStreams(words, *histogram, rows, cols, fixed_rows, name)
+                                               : BuildLaneStreams(*codes, words, rows, cols, rows_per_tile, name);
+      lap(1);
+      built = host_lanes.ok() ? DeviceLanesBuffer::Upload(*host_lanes, stream) : host_lanes.status();
+      lap(2);
+    }
+  }
+  if (!built.ok()) {
+    warnings.push_back(name + ": no lane streams (" + built.status().ToString() + "); decoded before its GEMM");
     return Status::Ok();
   }
-  lap(1);
-  DF11_ASSIGN_OR_RETURN(DeviceLanesBuffer buffer, DeviceLanesBuffer::Upload(*host_lanes, stream));
-  lap(2);
-  // Verify on the device: the lane decoder gives the words the unit's decoder gives, slice by slice.
+  DeviceLanesBuffer buffer = std::move(built).value();
+  // Verify on the device: the lane decoder gives the words the unit's decoder gives, slice by slice
+  // (decoded again into the slice buffer, or already in the whole matrix's).
   DF11_ASSIGN_OR_RETURN(cuda::DeviceBuffer mismatches, cuda::DeviceBuffer::Allocate(4, "lane stream check"));
   DF11_RETURN_IF_ERROR(cuda::FillZero(mismatches.data(), 4, stream));
   for (int64_t t = 0; t < tiles; t += per_slice) {
     const DeviceLanes slice = TileSlice(buffer.lanes(), t, std::min(per_slice, tiles - t));
     const uint64_t first = static_cast<uint64_t>(t) * tile_elements, count = slice.rows * cols;
-    DF11_RETURN_IF_ERROR(LaunchDf11Decode(du, plan.buffer.layout(), d.unit_offset + first,
-                                          d.unit_offset + first + count, slices.as<uint16_t>(), stream));
-    DF11_RETURN_IF_ERROR(LaunchLanesCompare(slice, TablesOf(du), du.sign_mantissa + d.unit_offset + first,
-                                            slices.as<uint16_t>(), mismatches.as<uint32_t>(), stream));
+    const uint16_t* expected = whole.ok() ? whole->as<uint16_t>() + first : slices->as<uint16_t>();
+    if (!whole.ok()) {
+      DF11_RETURN_IF_ERROR(LaunchDf11Decode(du, plan.buffer.layout(), d.unit_offset + first,
+                                            d.unit_offset + first + count, slices->as<uint16_t>(), stream));
+    }
+    DF11_RETURN_IF_ERROR(LaunchLanesCompare(slice, TablesOf(du), du.sign_mantissa + d.unit_offset + first, expected,
+                                            mismatches.as<uint32_t>(), stream));
   }
   uint32_t differ = 0;
   DF11_RETURN_IF_ERROR(cuda::CopyToHost(&differ, mismatches.data(), 4, stream));

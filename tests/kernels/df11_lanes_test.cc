@@ -819,6 +819,70 @@ std::vector<uint16_t> SparseRareWeights(int64_t n, uint32_t seed) {
   return testing::WeightsWithExponents(static_cast<size_t>(n), exponents, weights, seed);
 }
 
+// BuildFixedLanesOnDevice gives BuildFixedLaneStreams's arrays byte for byte, and
+// DeviceExponentHistogram ExponentHistogram's counts: shapes with padding entries and short last
+// tiles at 1, 2 and 4 rows per tile, a matrix whose 1-token GEMV splits (tile_split), Gaussian
+// weights, all 240 exponents uniform (thousands of rare bytes, lanes with many escapes a block) and
+// sparse rare bytes.
+TEST(Df11LanesCuda, FixedLanesBuiltOnTheDeviceAreTheHostBuildersBytes) {
+  REQUIRE_GPU();
+  std::vector<int> all(240);
+  std::iota(all.begin(), all.end(), 0);
+  const std::vector<double> uniform(240, 1.0);
+  struct Case {
+    int64_t rows, cols;
+    int rows_per_tile;
+    int weights;  // 0 Gaussian, 1 all 240 uniform, 2 sparse rare bytes
+  };
+  const Case cases[] = {{1, 8, 1, 0},     {3, 40, 1, 0},     {5, 264, 2, 0},    {9, 1000, 4, 0},
+                        {33, 256, 1, 1},  {7, 2056, 2, 1},   {37, 304, 4, 1},   {64, 1024, 1, 2},
+                        {96, 2048, 4, 2}, {256, 4096, 4, 0}, {130, 1536, 4, 1}, {8200, 512, 4, 0}};
+  for (const Case& c : cases) {
+    const uint64_t n = static_cast<uint64_t>(c.rows) * c.cols;
+    const std::vector<uint16_t> w = c.weights == 0 ? testing::GaussianWeights(n, 0.02f, static_cast<uint32_t>(n))
+                                    : c.weights == 1
+                                        ? testing::WeightsWithExponents(n, all, uniform, static_cast<uint32_t>(n))
+                                        : SparseRareWeights(static_cast<int64_t>(n), static_cast<uint32_t>(n));
+    const std::string what = std::to_string(c.rows) + " x " + std::to_string(c.cols) + ", " +
+                             std::to_string(c.rows_per_tile) + " rows per tile, weights " + std::to_string(c.weights);
+    const auto histogram = ExponentHistogram(w);
+    const cuda::DeviceBuffer dw = Upload(w);
+    auto device_histogram = DeviceExponentHistogram(dw.as<uint16_t>(), n, nullptr);
+    ASSERT_TRUE(device_histogram.ok()) << what;
+    EXPECT_EQ(*device_histogram, histogram) << what;
+    auto host = BuildFixedLaneStreams(w, histogram, c.rows, c.cols, c.rows_per_tile, what);
+    ASSERT_TRUE(host.ok()) << what;
+    auto built = BuildFixedLanesOnDevice(dw.as<uint16_t>(), histogram, c.rows, c.cols, c.rows_per_tile, nullptr, what);
+    ASSERT_TRUE(built.ok()) << what << ": " << built.status().ToString();
+    const DeviceLanes& d = built->lanes();
+    EXPECT_EQ(d.code, LaneCode::kFixed3) << what;
+    EXPECT_EQ(d.tile_stride, host->tile_stride) << what;
+    EXPECT_EQ(d.split_block, host->tile_split.empty() ? 0u : host->split_block) << what;
+    EXPECT_EQ(std::memcmp(d.primary, host->primary.data(), sizeof(d.primary)), 0) << what;
+    EXPECT_EQ(std::memcmp(d.secondary, host->secondary.data(), sizeof(d.secondary)), 0) << what;
+    auto fetch = [&](const auto* p, size_t count) {
+      std::vector<std::remove_cv_t<std::remove_pointer_t<decltype(p)>>> v(count);
+      EXPECT_TRUE(cuda::CopyToHost(v.data(), p, count * sizeof(v[0]), nullptr).ok());
+      return v;
+    };
+    ASSERT_EQ(d.num_words, host->words.size()) << what;
+    ASSERT_EQ(d.num_escape_words, host->escapes.size()) << what;
+    ASSERT_EQ(d.num_rare, host->rare.size()) << what;
+    EXPECT_EQ(fetch(d.words, host->words.size()), host->words) << what;
+    EXPECT_EQ(fetch(d.escapes, host->escapes.size()), host->escapes) << what;
+    EXPECT_EQ(fetch(d.rare, host->rare.size()), host->rare) << what;
+    EXPECT_EQ(fetch(d.tile_escapes, host->tile_escapes.size()), host->tile_escapes) << what;
+    EXPECT_EQ(fetch(d.tile_rare, host->tile_rare.size()), host->tile_rare) << what;
+    if (!host->tile_split.empty()) {
+      ASSERT_NE(d.tile_split, nullptr) << what;
+      EXPECT_EQ(fetch(d.tile_split, host->tile_split.size()), host->tile_split) << what;
+    }
+    if (c.rows == 8200) {
+      EXPECT_FALSE(host->tile_split.empty()) << what << ": meant to exercise the split state";
+    }
+  }
+}
+
 TEST(Df11LanesCuda, FusedLinearsWithSparseRareBytesAreTheirTwinsBitForBit) {
   REQUIRE_GPU();
   {
