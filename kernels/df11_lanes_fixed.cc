@@ -14,9 +14,6 @@
 namespace df11 {
 namespace {
 
-constexpr int kEscape = 7;       // the 3-bit code that sends to an escape nibble
-constexpr int kRareNibble = 15;  // the escape nibble that sends to a rare byte
-
 // Tile geometry shared by the builder and the decoder.
 struct Geometry {
   int64_t rows, cols, chunks;
@@ -61,9 +58,9 @@ uint64_t FixedLanesBytesBound(const std::array<uint64_t, 256>& histogram, int64_
   std::array<uint64_t, 256> sorted = histogram;
   std::sort(sorted.begin(), sorted.end(), std::greater<>());
   uint64_t escapes = 0, rare = 0;
-  for (int rank = kEscape; rank < 256; ++rank) {
+  for (int rank = kFixedEscape; rank < 256; ++rank) {
     escapes += sorted[rank];
-    if (rank >= kEscape + kRareNibble) rare += sorted[rank];
+    if (rank >= kFixedEscape + kFixedRareNibble) rare += sorted[rank];
   }
   const Geometry geo = MakeGeometry(rows, cols, rows_per_tile);
   const uint64_t tiles = geo.tiles();
@@ -83,11 +80,11 @@ FixedCodes FixedCodesOf(const std::array<uint64_t, 256>& histogram) {
   FixedCodes c;
   for (int rank = 0; rank < 256; ++rank) {
     const int e = order[rank];
-    c.code[e] = static_cast<uint8_t>(std::min(rank, kEscape));
-    c.nibble[e] = static_cast<uint8_t>(rank < kEscape ? 0 : std::min(rank - kEscape, kRareNibble));
-    if (rank < kEscape) c.primary[rank] = static_cast<uint8_t>(histogram[e] > 0 ? e : 0);
-    if (rank >= kEscape && rank < kEscape + kRareNibble) {
-      c.secondary[rank - kEscape] = static_cast<uint8_t>(histogram[e] > 0 ? e : 0);
+    c.code[e] = static_cast<uint8_t>(std::min(rank, kFixedEscape));
+    c.nibble[e] = static_cast<uint8_t>(rank < kFixedEscape ? 0 : std::min(rank - kFixedEscape, kFixedRareNibble));
+    if (rank < kFixedEscape) c.primary[rank] = static_cast<uint8_t>(histogram[e] > 0 ? e : 0);
+    if (rank >= kFixedEscape && rank < kFixedEscape + kFixedRareNibble) {
+      c.secondary[rank - kFixedEscape] = static_cast<uint8_t>(histogram[e] > 0 ? e : 0);
     }
   }
   return c;
@@ -104,6 +101,26 @@ FixedGeometry FixedGeometryOf(int64_t rows, int64_t cols, int rows_per_tile) {
     g.split_block = static_cast<uint32_t>(split / kLanes);
   }
   return g;
+}
+
+Status FillFixedTileOffsets(std::span<const uint64_t> escapes, std::span<const uint64_t> rare, LaneStreams& out,
+                            const std::string& what) {
+  const size_t tiles = escapes.size();
+  out.tile_escapes.resize(tiles + 1);
+  out.tile_rare.resize(tiles + 1);
+  uint64_t escape_words = 0, rare_bytes = 0;
+  for (size_t t = 0; t < tiles; ++t) {
+    out.tile_escapes[t] = static_cast<uint32_t>(escape_words);
+    out.tile_rare[t] = static_cast<uint32_t>(rare_bytes);
+    escape_words += (escapes[t] + 7) / 8;
+    rare_bytes += rare[t];
+    if (escape_words >= (uint64_t{1} << 32) || rare_bytes >= (uint64_t{1} << 32)) {
+      return InvalidArgument(what + ": fixed lanes' escapes over 2^32 entries");
+    }
+  }
+  out.tile_escapes[tiles] = static_cast<uint32_t>(escape_words);
+  out.tile_rare[tiles] = static_cast<uint32_t>(rare_bytes);
+  return Status::Ok();
 }
 
 int64_t GemvSplitChunk(int64_t rows, int64_t cols) {
@@ -151,9 +168,9 @@ StatusOr<LaneStreams> BuildFixedLaneStreams(std::span<const uint16_t> w, const s
   // machine's 16 cores stayed within its run-to-run spread, 4.9-5.6 s).
   std::array<uint8_t, 256> kind{};
   for (int e = 0; e < 256; ++e) {
-    kind[e] =
-        static_cast<uint8_t>((code[e] == kEscape ? 1 : 0) | (code[e] == kEscape && nibble[e] == kRareNibble ? 2 : 0) |
-                             (histogram[e] == 0 ? 4 : 0));
+    kind[e] = static_cast<uint8_t>((code[e] == kFixedEscape ? 1 : 0) |
+                                   (code[e] == kFixedEscape && nibble[e] == kFixedRareNibble ? 2 : 0) |
+                                   (histogram[e] == 0 ? 4 : 0));
   }
   ParallelFor(tiles, 0, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; ++t) {
@@ -175,24 +192,14 @@ StatusOr<LaneStreams> BuildFixedLaneStreams(std::span<const uint16_t> w, const s
       }
     }
   });
-  out.tile_escapes.resize(tiles + 1);
-  out.tile_rare.resize(tiles + 1);
-  uint64_t escape_words = 0, rare = 0;
   for (int64_t t = 0; t < tiles; ++t) {
     if (missing[t] >= 0) {
       return InvalidArgument(what + ": exponent " + std::to_string(missing[t]) + " in rows from " +
                              std::to_string(t * rows_per_tile) + " is missing from the histogram");
     }
-    out.tile_escapes[t] = static_cast<uint32_t>(escape_words);
-    out.tile_rare[t] = static_cast<uint32_t>(rare);
-    escape_words += (tile_escapes[t] + 7) / 8;
-    rare += tile_rare[t];
-    if (escape_words >= (uint64_t{1} << 32) || rare >= (uint64_t{1} << 32)) {
-      return InvalidArgument(what + ": fixed lanes' escapes over 2^32 entries");
-    }
   }
-  out.tile_escapes[tiles] = static_cast<uint32_t>(escape_words);
-  out.tile_rare[tiles] = static_cast<uint32_t>(rare);
+  DF11_RETURN_IF_ERROR(FillFixedTileOffsets(tile_escapes, tile_rare, out, what));
+  const uint64_t escape_words = out.tile_escapes[tiles], rare = out.tile_rare[tiles];
   // The GEMV's split (GemvSplitChunk) in the layout it names, 4 rows per tile, where block j
   // starts at chunk 32 j.
   out.split_block = FixedGeometryOf(rows, cols, rows_per_tile).split_block;
@@ -224,7 +231,7 @@ StatusOr<LaneStreams> BuildFixedLaneStreams(std::span<const uint16_t> w, const s
               } else {
                 for (int b = 0; b < 3; ++b) words[b] |= ((c >> b) & 1u) << (4 * k + 3);
               }
-              if (c == kEscape) masks[lane] |= 1u << (8 * i + k);
+              if (c == kFixedEscape) masks[lane] |= 1u << (8 * i + k);
             }
           }
           for (int b = 0; b < 3; ++b) out.words[geo.WordOf(t, lane, 4 * j + b, b)] = words[b];  // word 3j + b
@@ -233,7 +240,7 @@ StatusOr<LaneStreams> BuildFixedLaneStreams(std::span<const uint16_t> w, const s
           const uint8_t e = ExponentOf(w[element[i][lane] + k]);
           out.escapes[nib / 8] |= uint32_t{nibble[e]} << (4 * (nib % 8));
           ++nib;
-          if (nibble[e] == kRareNibble) out.rare[rare_at++] = e;
+          if (nibble[e] == kFixedRareNibble) out.rare[rare_at++] = e;
         });
       }
     }
@@ -280,7 +287,7 @@ Status DecodeFixedLanesCpu(const LaneStreams& lanes, std::span<const uint8_t> si
               c |= static_cast<int>((lanes.words[geo.WordOf(t, lane, g, b)] >> Geometry::BitOf(g, k, b)) & 1) << b;
             }
             exps[i][lane][k] = lanes.primary[c];
-            if (c == kEscape) masks[lane] |= 1u << (8 * i + k);
+            if (c == kFixedEscape) masks[lane] |= 1u << (8 * i + k);
           }
         }
       }
@@ -292,7 +299,7 @@ Status DecodeFixedLanesCpu(const LaneStreams& lanes, std::span<const uint8_t> si
         }
         const int v = static_cast<int>(lanes.escapes[nib / 8] >> (4 * (nib % 8))) & 15;
         ++nib;
-        if (v != kRareNibble) {
+        if (v != kFixedRareNibble) {
           exps[i][lane][k] = lanes.secondary[v];
         } else if (rare_at < rare_end) {
           exps[i][lane][k] = lanes.rare[rare_at++];

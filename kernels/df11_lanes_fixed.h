@@ -55,6 +55,9 @@ int FixedRowsPerTile(int64_t rows, int64_t cols);
 // (docs/df11-lanes.md, "The 1-token GEMV on an H200").
 int64_t GemvSplitChunk(int64_t rows, int64_t cols);
 
+inline constexpr int kFixedEscape = 7;       // the 3-bit code that sends to an escape nibble
+inline constexpr int kFixedRareNibble = 15;  // the escape nibble that sends to a rare byte
+
 // The codes BuildFixedLaneStreams gives W's exponents from their counts: per exponent its 3-bit
 // code (7: an escape) and escape nibble (0..14, 15: a rare byte), and LaneStreams' primary and
 // secondary tables.
@@ -73,6 +76,13 @@ struct FixedGeometry {
   uint32_t split_block = 0;
 };
 FixedGeometry FixedGeometryOf(int64_t rows, int64_t cols, int rows_per_tile);
+
+// The tiles' offsets from their counts (escapes[t], rare[t]: tile t's escape nibbles and rare
+// bytes), as both builders lay them out: out.tile_escapes in escape words (each tile's nibbles from
+// a word of its own) and out.tile_rare, tiles + 1 entries each, the last the totals.
+// INVALID_ARGUMENT (naming `what`) past 2^32 entries.
+Status FillFixedTileOffsets(std::span<const uint64_t> escapes, std::span<const uint64_t> rare, LaneStreams& out,
+                            const std::string& what);
 
 // An upper bound on LaneStreams::bytes() of W's fixed lanes, from W's exponent counts alone.
 uint64_t FixedLanesBytesBound(const std::array<uint64_t, 256>& histogram, int64_t rows, int64_t cols,

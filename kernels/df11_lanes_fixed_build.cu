@@ -20,13 +20,14 @@
 #include "kernels/cuda_ops.h"
 #include "kernels/df11_lanes_cuda.h"
 #include "kernels/df11_lanes_fixed.h"
+#include "kernels/df11_lanes_fixed_decode.cuh"
 #include "kernels/gpu.h"
 
 namespace df11 {
 namespace {
 
-constexpr int kEscape = 7;         // the code that sends to an escape nibble (df11_lanes_fixed.h)
-constexpr int kRareNibble = 15;    // the nibble that sends to a rare byte
+using fixed_lanes::WarpInclusiveSum;
+
 constexpr int kWarpsPerBlock = 8;  // tiles per CTA
 
 // What both passes need: the shape, and per exponent its code and nibble (FixedCodesOf), which
@@ -39,6 +40,8 @@ struct BuildParams {
   uint8_t code[256], nibble[256];
 };
 
+// The host builder's Geometry::Element (df11_lanes_fixed.cc): entry g of lane `lane` of tile t
+// starts at this element, or -1 for a padding entry.
 __device__ __forceinline__ int64_t ElementOf(const BuildParams& p, int64_t t, int lane, int64_t g) {
   const int64_t c = lane + kLanes * (g / p.rows_per_tile), row = t * p.rows_per_tile + g % p.rows_per_tile;
   return c < p.chunks && row < p.rows ? row * p.cols + 8 * c : -1;
@@ -70,7 +73,7 @@ __device__ __forceinline__ LaneBlock LoadBlock(const BuildParams& p, const uint8
       } else {
         for (int bit = 0; bit < 3; ++bit) b.words[bit] |= ((c >> bit) & 1u) << (4 * k + 3);
       }
-      if (c == kEscape) b.mask |= 1u << (8 * i + k);
+      if (c == kFixedEscape) b.mask |= 1u << (8 * i + k);
     }
   }
   return b;
@@ -84,7 +87,7 @@ __device__ __forceinline__ uint32_t ExponentAt(const LaneBlock& b, int bit) {
 
 __device__ __forceinline__ uint32_t RareCount(const uint8_t* nibble, const LaneBlock& b) {
   uint32_t r = 0;
-  for (uint32_t m = b.mask; m != 0; m &= m - 1) r += nibble[ExponentAt(b, __ffs(m) - 1)] == kRareNibble;
+  for (uint32_t m = b.mask; m != 0; m &= m - 1) r += nibble[ExponentAt(b, __ffs(m) - 1)] == kFixedRareNibble;
   return r;
 }
 
@@ -95,19 +98,6 @@ __device__ __forceinline__ void LoadTables(const BuildParams& p, uint8_t* code, 
     nibble[i] = p.nibble[i];
   }
   __syncthreads();
-}
-
-__device__ __forceinline__ uint32_t WarpSum(uint32_t v) {
-  for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffu, v, d);
-  return v;
-}
-
-__device__ __forceinline__ uint32_t WarpInclusive(uint32_t v, int lane) {
-  for (int d = 1; d < 32; d *= 2) {
-    const uint32_t u = __shfl_up_sync(0xffffffffu, v, d);
-    if (lane >= d) v += u;
-  }
-  return v;
 }
 
 // counts[4 t ..]: tile t's escapes, rare bytes, and those two before block split_block.
@@ -127,11 +117,12 @@ __global__ void CountKernel(const BuildParams p, uint32_t* counts) {
     escapes += __popc(b.mask);
     rare += RareCount(nibble, b);
   }
-  escapes = WarpSum(escapes);
-  rare = WarpSum(rare);
-  escapes_before = WarpSum(escapes_before);
-  rare_before = WarpSum(rare_before);
-  if (lane == 0) {
+  // The warp's totals, in lane 31's inclusive sums.
+  escapes = WarpInclusiveSum(escapes, lane);
+  rare = WarpInclusiveSum(rare, lane);
+  escapes_before = WarpInclusiveSum(escapes_before, lane);
+  rare_before = WarpInclusiveSum(rare_before, lane);
+  if (lane == kLanes - 1) {
     counts[4 * t] = escapes;
     counts[4 * t + 1] = rare;
     counts[4 * t + 2] = escapes_before;
@@ -152,12 +143,12 @@ __global__ void WriteKernel(const BuildParams p, uint64_t tile_stride, const uin
     const LaneBlock b = LoadBlock(p, code, t, lane, j);
     for (int i = 0; i < 3; ++i) words[t * tile_stride + static_cast<uint64_t>(3 * j + i) * kLanes + lane] = b.words[i];
     const uint32_t n = __popc(b.mask), r = RareCount(nibble, b);
-    const uint32_t n_through = WarpInclusive(n, lane), r_through = WarpInclusive(r, lane);
+    const uint32_t n_through = WarpInclusiveSum(n, lane), r_through = WarpInclusiveSum(r, lane);
     uint64_t at = nib + n_through - n, rare_next = rare_at + r_through - r;
     for (uint32_t m = b.mask; m != 0; m &= m - 1, ++at) {
       const uint32_t e = ExponentAt(b, __ffs(m) - 1), v = nibble[e];
       atomicOr(escapes + at / 8, v << (4 * (at % 8)));
-      if (v == kRareNibble) rare[rare_next++] = static_cast<uint8_t>(e);
+      if (v == kFixedRareNibble) rare[rare_next++] = static_cast<uint8_t>(e);
     }
     nib += __shfl_sync(0xffffffffu, n_through, 31);
     rare_at += __shfl_sync(0xffffffffu, r_through, 31);
@@ -240,25 +231,20 @@ StatusOr<DeviceLanesBuffer> BuildFixedLanesOnDevice(const uint16_t* w, const std
   lanes.primary = codes.primary;
   lanes.secondary = codes.secondary;
   lanes.split_block = geo.split_block;
-  lanes.tile_escapes.resize(geo.tiles + 1);
-  lanes.tile_rare.resize(geo.tiles + 1);
-  if (geo.split_block != 0) lanes.tile_split.resize(2 * geo.tiles);
-  uint64_t escape_words = 0, rare = 0;
+  std::vector<uint64_t> tile_escapes(geo.tiles), tile_rare(geo.tiles);
   for (int64_t t = 0; t < geo.tiles; ++t) {
-    lanes.tile_escapes[t] = static_cast<uint32_t>(escape_words);
-    lanes.tile_rare[t] = static_cast<uint32_t>(rare);
-    if (geo.split_block != 0) {
+    tile_escapes[t] = host_counts[4 * t];
+    tile_rare[t] = host_counts[4 * t + 1];
+  }
+  DF11_RETURN_IF_ERROR(FillFixedTileOffsets(tile_escapes, tile_rare, lanes, what));
+  if (geo.split_block != 0) {  // where block split_block starts: its escape nibble in the tile, its rare byte
+    lanes.tile_split.resize(2 * geo.tiles);
+    for (int64_t t = 0; t < geo.tiles; ++t) {
       lanes.tile_split[2 * t] = host_counts[4 * t + 2];
-      lanes.tile_split[2 * t + 1] = static_cast<uint32_t>(rare + host_counts[4 * t + 3]);
-    }
-    escape_words += (host_counts[4 * t] + 7) / 8;
-    rare += host_counts[4 * t + 1];
-    if (escape_words >= (uint64_t{1} << 32) || rare >= (uint64_t{1} << 32)) {
-      return InvalidArgument(what + ": fixed lanes' escapes over 2^32 entries");
+      lanes.tile_split[2 * t + 1] = lanes.tile_rare[t] + host_counts[4 * t + 3];
     }
   }
-  lanes.tile_escapes[geo.tiles] = static_cast<uint32_t>(escape_words);
-  lanes.tile_rare[geo.tiles] = static_cast<uint32_t>(rare);
+  const uint64_t escape_words = lanes.tile_escapes[geo.tiles], rare = lanes.tile_rare[geo.tiles];
   // The buffer with the host builder's array sizes (zeroed: the escape nibbles are or-ed in).
   DF11_ASSIGN_OR_RETURN(
       DeviceLanesBuffer b,

@@ -227,16 +227,15 @@ Status Model::CudaState::TranscodeLinear(DeviceLinear& d, const std::string& nam
     lane_words_pinned = cuda::PinHost(lane_words.data(), 2 * n).ok();
   };
   StatusOr<cuda::DeviceBuffer> whole = cuda::DeviceBuffer::Allocate(2 * n, "a matrix for its lane streams");
-  StatusOr<cuda::DeviceBuffer> slices = whole.status();
+  cuda::DeviceBuffer slices;  // without `whole`: one slice at a time
   if (!whole.ok()) {
-    slices =
-        cuda::DeviceBuffer::Allocate(2 * std::min<int64_t>(tiles, per_slice) * tile_elements, "lane stream slices");
-    if (!slices.ok()) return slices.status();
+    DF11_ASSIGN_OR_RETURN(slices, cuda::DeviceBuffer::Allocate(2 * std::min<int64_t>(tiles, per_slice) * tile_elements,
+                                                               "lane stream slices"));
   }
   for (int64_t t = 0; t < tiles; t += per_slice) {
     const uint64_t first = static_cast<uint64_t>(t) * tile_elements;
     const uint64_t count = std::min<uint64_t>(n - first, static_cast<uint64_t>(per_slice) * tile_elements);
-    uint16_t* out = whole.ok() ? whole->as<uint16_t>() + first : slices->as<uint16_t>();
+    uint16_t* out = whole.ok() ? whole->as<uint16_t>() + first : slices.as<uint16_t>();
     const Status st =
         LaunchDf11Decode(du, plan.buffer.layout(), d.unit_offset + first, d.unit_offset + first + count, out, stream);
     if (!st.ok()) return st.WithContext(unit.path);
@@ -245,39 +244,45 @@ Status Model::CudaState::TranscodeLinear(DeviceLinear& d, const std::string& nam
       DF11_RETURN_IF_ERROR(cuda::CopyToHost(lane_words.data() + first, out, 2 * count, stream));
     }
   }
-  StatusOr<std::array<SymbolCode, 256>> codes = CodesFromLuts(unit.view.luts);
-  StatusOr<std::array<uint64_t, 256>> histogram = codes.status();
-  if (codes.ok()) {
-    histogram = whole.ok() ? DeviceExponentHistogram(whole->as<uint16_t>(), n, stream)
-                           : ExponentHistogram(std::span<const uint16_t>(lane_words.data(), n));
-  }
-  lap(0);
-  StatusOr<DeviceLanesBuffer> built = histogram.status();
-  if (histogram.ok()) {
-    const int fixed_rows = FixedRowsPerTile(rows, cols);
-    const bool fixed = lane_code == ModelOptions::LaneCodeChoice::kFixed3 ||
-                       (lane_code == ModelOptions::LaneCodeChoice::kAuto &&
-                        FixedLanesFit(*histogram, *codes, unit.view, rows, cols, fixed_rows));
-    if (fixed && whole.ok()) {
-      built = BuildFixedLanesOnDevice(whole->as<uint16_t>(), *histogram, rows, cols, fixed_rows, stream, name);
-      lap(1);
-    } else {
-      if (whole.ok()) {  // Huffman lanes: built on the host
-        host_words();
-        DF11_RETURN_IF_ERROR(cuda::CopyToHost(lane_words.data(), whole->data(), 2 * n, stream));
-      }
-      const std::span<const uint16_t> words(lane_words.data(), n);
-      StatusOr<LaneStreams> host_lanes = fixed ? BuildFixedLaneStreams(words, *histogram, rows, cols, fixed_rows, name)
-                                               : BuildLaneStreams(*codes, words, rows, cols, rows_per_tile, name);
-      lap(1);
-      built = host_lanes.ok() ? DeviceLanesBuffer::Upload(*host_lanes, stream) : host_lanes.status();
-      lap(2);
-    }
-  }
-  if (!built.ok()) {
-    warnings.push_back(name + ": no lane streams (" + built.status().ToString() + "); decoded before its GEMM");
+  // A matrix without lane streams keeps the decode-then-GEMM path, and the load a warning.
+  auto no_lanes = [&](const Status& why) {
+    warnings.push_back(name + ": no lane streams (" + why.ToString() + "); decoded before its GEMM");
     return Status::Ok();
+  };
+  const StatusOr<std::array<SymbolCode, 256>> codes = CodesFromLuts(unit.view.luts);
+  auto histogram_of = [&]() -> StatusOr<std::array<uint64_t, 256>> {  // the exponents counted where the words are
+    if (!codes.ok()) return codes.status();
+    if (whole.ok()) return DeviceExponentHistogram(whole->as<uint16_t>(), n, stream);
+    return ExponentHistogram(std::span<const uint16_t>(lane_words.data(), n));
+  };
+  const StatusOr<std::array<uint64_t, 256>> histogram = histogram_of();
+  lap(0);
+  if (!histogram.ok()) return no_lanes(histogram.status());
+  const int fixed_rows = FixedRowsPerTile(rows, cols);
+  const bool fixed = lane_code == ModelOptions::LaneCodeChoice::kFixed3 ||
+                     (lane_code == ModelOptions::LaneCodeChoice::kAuto &&
+                      FixedLanesFit(*histogram, *codes, unit.view, rows, cols, fixed_rows));
+  const bool on_device = fixed && whole.ok();
+  if (!on_device && whole.ok()) {  // Huffman lanes: built on the host
+    host_words();
+    DF11_RETURN_IF_ERROR(cuda::CopyToHost(lane_words.data(), whole->data(), 2 * n, stream));
   }
+  auto build_on_host = [&]() -> StatusOr<DeviceLanesBuffer> {
+    const std::span<const uint16_t> words(lane_words.data(), n);
+    const StatusOr<LaneStreams> host_lanes =
+        fixed ? BuildFixedLaneStreams(words, *histogram, rows, cols, fixed_rows, name)
+              : BuildLaneStreams(*codes, words, rows, cols, rows_per_tile, name);
+    lap(1);
+    if (!host_lanes.ok()) return host_lanes.status();
+    StatusOr<DeviceLanesBuffer> uploaded = DeviceLanesBuffer::Upload(*host_lanes, stream);
+    lap(2);
+    return uploaded;
+  };
+  StatusOr<DeviceLanesBuffer> built =
+      on_device ? BuildFixedLanesOnDevice(whole->as<uint16_t>(), *histogram, rows, cols, fixed_rows, stream, name)
+                : build_on_host();
+  if (on_device) lap(1);
+  if (!built.ok()) return no_lanes(built.status());
   DeviceLanesBuffer buffer = std::move(built).value();
   // Verify on the device: the lane decoder gives the words the unit's decoder gives, slice by slice
   // (decoded again into the slice buffer, or already in the whole matrix's).
@@ -286,10 +291,10 @@ Status Model::CudaState::TranscodeLinear(DeviceLinear& d, const std::string& nam
   for (int64_t t = 0; t < tiles; t += per_slice) {
     const DeviceLanes slice = TileSlice(buffer.lanes(), t, std::min(per_slice, tiles - t));
     const uint64_t first = static_cast<uint64_t>(t) * tile_elements, count = slice.rows * cols;
-    const uint16_t* expected = whole.ok() ? whole->as<uint16_t>() + first : slices->as<uint16_t>();
+    const uint16_t* expected = whole.ok() ? whole->as<uint16_t>() + first : slices.as<uint16_t>();
     if (!whole.ok()) {
       DF11_RETURN_IF_ERROR(LaunchDf11Decode(du, plan.buffer.layout(), d.unit_offset + first,
-                                            d.unit_offset + first + count, slices->as<uint16_t>(), stream));
+                                            d.unit_offset + first + count, slices.as<uint16_t>(), stream));
     }
     DF11_RETURN_IF_ERROR(LaunchLanesCompare(slice, TablesOf(du), du.sign_mantissa + d.unit_offset + first, expected,
                                             mismatches.as<uint32_t>(), stream));
