@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cuda_upload.h"
 #include "kernels/df11_decode_cuda.h"
 #include "kernels/df11_device.cuh"
 #include "kernels/df11_fast_table.h"
@@ -336,7 +337,8 @@ DeviceUnitBuffer& DeviceUnitBuffer::operator=(DeviceUnitBuffer&& other) noexcept
   return *this;
 }
 
-StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const UnitLayout& layout) {
+StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const UnitLayout& layout,
+                                                    cuda::HostUploader* uploader) {
   if (layout.threads_per_block != kThreads) {
     return InvalidArgument("the CUDA decoder supports threads_per_block 512 (the published value), got " +
                            std::to_string(layout.threads_per_block));
@@ -356,7 +358,8 @@ StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const 
   // The device buffer zeroed, then each part copied straight from where it lies (the checkpoint's
   // mapped file): no host copy of the unit. A zeroed host image of the whole unit, filled and
   // copied in one call, took the 8B model's units 9.2-9.4 s to the device against 1.4-1.7 s this
-  // way (H200, bench/results/model_load_h200_units_upload.log).
+  // way (H200, bench/results/model_load_h200_units_upload.log). The two big parts go through the
+  // uploader's staging on several host threads when the caller passes one (the model's load).
   DeviceUnitBuffer buf;
   DF11_CUDA_RETURN(cudaMalloc(&buf.base_, total));
   buf.bytes_ = total;
@@ -366,10 +369,15 @@ StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const 
   auto put = [&](uint64_t offset, const void* src, uint64_t bytes) -> cudaError_t {
     return bytes == 0 ? cudaSuccess : cudaMemcpy(b + offset, src, bytes, cudaMemcpyHostToDevice);
   };
+  auto put_big = [&](uint64_t offset, const void* src, uint64_t bytes) -> Status {
+    if (uploader != nullptr) return uploader->Copy(b + offset, src, bytes);
+    DF11_CUDA_RETURN(put(offset, src, bytes));
+    return Status::Ok();
+  };
   DF11_CUDA_RETURN(put(off_table, table.data(), kTableBytes));
   DF11_CUDA_RETURN(put(off_luts, view.luts.data(), view.luts.size()));
-  DF11_CUDA_RETURN(put(off_stream, view.encoded_exponent.data(), view.encoded_exponent.size()));
-  DF11_CUDA_RETURN(put(off_sm, view.sign_mantissa.data(), view.sign_mantissa.size()));
+  DF11_RETURN_IF_ERROR(put_big(off_stream, view.encoded_exponent.data(), view.encoded_exponent.size()));
+  DF11_RETURN_IF_ERROR(put_big(off_sm, view.sign_mantissa.data(), view.sign_mantissa.size()));
   DF11_CUDA_RETURN(put(off_starts, layout.chunk_starts.data(), 4 * layout.chunk_starts.size()));
   DF11_CUDA_RETURN(put(off_gaps, view.gaps.data(), std::min<uint64_t>(view.gaps.size(), gap_bytes)));
   DeviceUnit& u = buf.unit_;

@@ -17,6 +17,9 @@
 #include "kernels/gpu.h"  // GpuStream, CudaDeviceCount
 
 namespace df11 {
+namespace cuda {
+class HostUploader;  // cuda_upload.h
+}
 
 // Device pointers of one uploaded unit (all inside one allocation owned by DeviceUnitBuffer).
 struct DeviceUnit {
@@ -45,9 +48,11 @@ class DeviceUnitBuffer {
   DeviceUnitBuffer(const DeviceUnitBuffer&) = delete;
   DeviceUnitBuffer& operator=(const DeviceUnitBuffer&) = delete;
 
-  // Uploads a validated unit (synchronously). Errors: RESOURCE_EXHAUSTED when device memory runs
+  // Uploads a validated unit (synchronously); its stream and sign_mantissa through `uploader`
+  // when one is given (cudaMemcpy otherwise). Errors: RESOURCE_EXHAUSTED when device memory runs
   // out, INVALID_ARGUMENT for threads_per_block other than 512, INTERNAL for other CUDA errors.
-  static StatusOr<DeviceUnitBuffer> Upload(const UnitView& unit, const UnitLayout& layout);
+  static StatusOr<DeviceUnitBuffer> Upload(const UnitView& unit, const UnitLayout& layout,
+                                           cuda::HostUploader* uploader = nullptr);
 
   // A copy on the device with only the tables and sign_mantissa (the unit's matrices live on as
   // lane streams, df11_lanes_cuda.h), made by device-to-device copies: stream, chunk_starts and

@@ -20,6 +20,7 @@
 #include "kernels/cuda_graph.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/cuda_sampling.h"
+#include "kernels/cuda_upload.h"
 #include "kernels/df11_decode_cuda.h"
 #include "kernels/df11_lanes_cuda.h"
 #endif
@@ -112,9 +113,12 @@ struct Model::CudaState {
   bool use_lanes = true;                 // ModelOptions::df11_lanes
   ModelOptions::LaneCodeChoice lane_code = ModelOptions::LaneCodeChoice::kAuto;
   int fixed_lanes = 0;                // lanes with LaneCode::kFixed3
-  std::vector<std::string> warnings;  // matrices left on the decode-then-GEMM path, and why
+  std::vector<std::string> warnings;  // what the load left slower than it could be, and why
   double lanes_seconds[5] = {};       // TranscodeLinear: decode, build, upload, check; SlimUnits
   double units_upload_seconds = 0;    // UploadUnit: DF11 units copied to the device
+  // The load's host -> device copies of weights (units' streams, BF16 matrices); null after load,
+  // or when the host refused its page-locked staging (plain copies then).
+  std::unique_ptr<cuda::HostUploader> uploader;
   // TranscodeLinear's host copy of a matrix, reused (page-locked while `pinned`), freed after load.
   std::vector<uint16_t> lane_words;
   bool lane_words_pinned = false;
@@ -167,6 +171,9 @@ struct Model::CudaState {
   std::vector<const char*> resident_bases;
 
   // Load helpers (model_cuda_load.cc).
+  // device dst[0, bytes) <- host src (a weight in the mapped checkpoint or a temporary); returns
+  // when the copy is done.
+  Status CopyWeights(void* dst, const void* src, uint64_t bytes);
   StatusOr<const float*> UploadFloats(const std::vector<float>& values, const char* what);
   StatusOr<int> UploadUnit(const Df11Unit& unit);
   // `decoded`: the weight goes through Linear (its unit must fit the scratch); `transcode`: a DF11

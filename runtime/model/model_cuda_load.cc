@@ -48,6 +48,12 @@ StatusOr<const float*> Model::CudaState::UploadFloats(const std::vector<float>& 
   return resident.back().as<const float>();
 }
 
+Status Model::CudaState::CopyWeights(void* dst, const void* src, uint64_t bytes) {
+  if (uploader != nullptr) return uploader->Copy(dst, src, bytes);
+  DF11_RETURN_IF_ERROR(cuda::CopyToDevice(dst, src, bytes, stream));
+  return cuda::Synchronize(stream);  // the host side may be a temporary copy
+}
+
 StatusOr<int> Model::CudaState::UploadUnit(const Df11Unit& unit) {
   for (size_t i = 0; i < units.size(); ++i) {
     if (units[i]->host == &unit) return static_cast<int>(i);
@@ -55,7 +61,7 @@ StatusOr<int> Model::CudaState::UploadUnit(const Df11Unit& unit) {
   auto plan = std::make_unique<DeviceUnitPlan>();
   plan->host = &unit;
   const auto start = std::chrono::steady_clock::now();
-  StatusOr<DeviceUnitBuffer> buffer = DeviceUnitBuffer::Upload(unit.view, unit.layout);
+  StatusOr<DeviceUnitBuffer> buffer = DeviceUnitBuffer::Upload(unit.view, unit.layout, uploader.get());
   if (!buffer.ok()) return buffer.status().WithContext(unit.path);
   units_upload_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   plan->buffer = std::move(buffer).value();
@@ -102,8 +108,7 @@ StatusOr<DeviceLinear> Model::CudaState::UploadLinear(const Checkpoint& checkpoi
   DF11_ASSIGN_OR_RETURN(const uint16_t* host, df11::WeightData(w, UnitScratch()));
   const uint64_t bytes = static_cast<uint64_t>(w.out_features) * w.in_features * 2;
   DF11_ASSIGN_OR_RETURN(cuda::DeviceBuffer buffer, cuda::DeviceBuffer::Allocate(bytes, w.name.c_str()));
-  DF11_RETURN_IF_ERROR(cuda::CopyToDevice(buffer.data(), host, bytes, stream));
-  DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));  // the host side may be a temporary copy
+  DF11_RETURN_IF_ERROR(CopyWeights(buffer.data(), host, bytes));
   weight_bytes += bytes;
   bf16_weight_bytes += bytes;
   resident.push_back(std::move(buffer));
@@ -161,8 +166,7 @@ StatusOr<DeviceLinear> Model::CudaState::UploadFused(const Checkpoint& checkpoin
   for (const LinearWeight* w : parts) {
     DF11_ASSIGN_OR_RETURN(const uint16_t* host, df11::WeightData(*w, UnitScratch()));
     const uint64_t part = static_cast<uint64_t>(w->out_features) * w->in_features * 2;
-    DF11_RETURN_IF_ERROR(cuda::CopyToDevice(buffer.as<char>() + offset, host, part, stream));
-    DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));  // the host side may be a temporary copy
+    DF11_RETURN_IF_ERROR(CopyWeights(buffer.as<char>() + offset, host, part));
     offset += part;
   }
   weight_bytes += bytes;
@@ -347,6 +351,14 @@ Status Model::LoadCuda() {
                            std::to_string(options_.tile_max_tokens));
   }
   DF11_RETURN_IF_ERROR(st.gemm.Init(st.stream));
+  // Staging for the weights' copies, freed when the load ends. A host that refuses page-locked
+  // memory still loads, through plain copies, with a warning.
+  if (StatusOr<cuda::HostUploader> uploader = cuda::HostUploader::Create(); uploader.ok()) {
+    st.uploader = std::make_unique<cuda::HostUploader>(std::move(uploader).value());
+  } else {
+    st.warnings.push_back("weights copied to the device without page-locked staging (slower load): " +
+                          uploader.status().message());
+  }
   st.gemm.set_tile_max_tokens(options_.tile_max_tokens);
   st.gemm.set_wgmma_tile(options_.wgmma_tile);
   st.scratch = options_.scratch ? options_.scratch : std::make_shared<DeviceScratch>();
@@ -418,6 +430,7 @@ Status Model::LoadCuda() {
   DF11_RETURN_IF_ERROR(
       st.sampler_workspace.Reserve(cuda::SamplingWorkspaceBytes(config_.vocab_size), "sampler workspace"));
   DF11_RETURN_IF_ERROR(cuda::Synchronize(st.stream));
+  st.uploader.reset();
   report_.device = Device::kCuda;
   report_.df11 = resident_df11();
   report_.weight_bytes = st.weight_bytes;
