@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench/bench_main.h"
+#include "bench/pcie_roofline.h"
 #include "kernels/cuda_ops.h"
 #include "runtime/model/model.h"
 #include "scheduler/engine.h"
@@ -47,30 +48,6 @@ double Median(std::vector<double> v) {
 [[noreturn]] void Fail(const std::string& what, const Status& s) {
   std::fprintf(stderr, "tier_bench: %s: %s\n", what.c_str(), s.ToString().c_str());
   std::exit(1);
-}
-
-// Page-locked host <-> device copy of 1 GiB, best of 5, GB/s: {to device, to host}.
-std::pair<double, double> PcieRoofline() {
-  constexpr uint64_t kBytes = uint64_t{1} << 30;
-  auto host = cuda::PinnedHostBuffer::Allocate(kBytes, "roofline");
-  auto device = cuda::DeviceBuffer::Allocate(kBytes, "roofline");
-  auto stream = cuda::CreateStream();
-  if (!host.ok() || !device.ok() || !stream.ok()) Fail("roofline buffers", host.ok() ? device.status() : host.status());
-  std::memset(host->data(), 1, kBytes);
-  double best_h2d = 0, best_d2h = 0;
-  for (int i = 0; i < 5; ++i) {
-    auto t = std::chrono::steady_clock::now();
-    if (!cuda::CopyToDevice(device->data(), host->data(), kBytes, *stream).ok() || !cuda::Synchronize(*stream).ok()) {
-      Fail("roofline copy", Internal("to device"));
-    }
-    best_h2d = std::max(best_h2d, kBytes / Seconds(t) / 1e9);
-    t = std::chrono::steady_clock::now();
-    if (!cuda::CopyToHost(host->data(), device->data(), kBytes, *stream).ok())
-      Fail("roofline copy", Internal("to host"));
-    best_d2h = std::max(best_d2h, kBytes / Seconds(t) / 1e9);
-  }
-  cuda::DestroyStream(*stream);
-  return {best_h2d, best_d2h};
 }
 
 // Section 0 for one size: {allocate s, free s, to device GB/s, to host GB/s} per method.

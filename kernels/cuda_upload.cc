@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -91,9 +92,17 @@ Status HostUploader::Copy(void* dst, const void* src, uint64_t bytes) {
     if (w.result.ok()) w.result = w.Copy(d + begin, s + begin, end - begin, slot_bytes_);
   };
   std::vector<std::thread> helpers;
+  std::vector<uint64_t> inline_shares;  // shares whose thread the host refused: run here after share 0
   helpers.reserve(used - 1);
-  for (uint64_t t = 1; t < used; ++t) helpers.emplace_back(run, t);
+  for (uint64_t t = 1; t < used; ++t) {
+    try {
+      helpers.emplace_back(run, t);
+    } catch (const std::system_error&) {
+      inline_shares.push_back(t);
+    }
+  }
   run(0);
+  for (uint64_t t : inline_shares) run(t);
   for (std::thread& h : helpers) h.join();
   for (uint64_t t = 0; t < used; ++t) {
     const Status& r = workers_[t]->result;
