@@ -107,6 +107,7 @@ int Main(int argc, char** argv) {
     else if (a == "--reps")
       reps = std::stoi(argv[++i]);
   }
+  if (gib == 0 || reps < 1) Fail("--gib and --reps must be at least 1");
   const uint64_t bytes = gib << 30;
   const auto [roof_h2d, roof_d2h] = PcieRoofline();
   std::printf("PCIe roofline (1 GiB page-locked): to device %.1f GB/s, to host %.1f GB/s\n", roof_h2d, roof_d2h);

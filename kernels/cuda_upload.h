@@ -36,7 +36,9 @@ class HostUploader {
 
   // device dst[0, bytes) <- host src[0, bytes) (any host memory); returns when the bytes are on the
   // device. A copy of fewer than two slots runs on the calling thread alone. Runs on the device
-  // that was current at Create. Not reentrant: one Copy at a time.
+  // that was current at Create. Not reentrant: one Copy at a time. The copies run on the workers'
+  // own non-blocking streams, unordered with work already queued elsewhere: the caller finishes
+  // any earlier write to dst (a memset) before calling.
   Status Copy(void* dst, const void* src, uint64_t bytes);
 
   int threads() const { return static_cast<int>(workers_.size()); }

@@ -365,6 +365,9 @@ StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const 
   buf.bytes_ = total;
   auto* b = static_cast<uint8_t*>(buf.base_);
   DF11_CUDA_RETURN(cudaMemset(b, 0, total));
+  // The uploader copies on streams of its own, unordered with the legacy stream's memset: wait for
+  // the zeros before any part lands (the small parts' cudaMemcpy below follow it on that stream).
+  if (uploader != nullptr) DF11_CUDA_RETURN(cudaStreamSynchronize(cudaStreamLegacy));
   const auto table = BuildPairTable(view.luts);
   auto put = [&](uint64_t offset, const void* src, uint64_t bytes) -> cudaError_t {
     return bytes == 0 ? cudaSuccess : cudaMemcpy(b + offset, src, bytes, cudaMemcpyHostToDevice);
