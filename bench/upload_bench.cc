@@ -109,7 +109,8 @@ int Main(int argc, char** argv) {
   }
   if (gib == 0 || reps < 1) Fail("--gib and --reps must be at least 1");
   const uint64_t bytes = gib << 30;
-  const auto [roof_h2d, roof_d2h] = PcieRoofline();
+  const std::pair<double, double> roof = PcieRoofline();
+  const double roof_h2d = roof.first, roof_d2h = roof.second;
   std::printf("PCIe roofline (1 GiB page-locked): to device %.1f GB/s, to host %.1f GB/s\n", roof_h2d, roof_d2h);
   WriteFile(file, bytes);
   {  // read once: the page cache holds the file (the state of a checkpoint loaded again)

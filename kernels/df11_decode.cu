@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -355,34 +356,46 @@ StatusOr<DeviceUnitBuffer> DeviceUnitBuffer::Upload(const UnitView& view, const 
   const uint64_t off_gaps = align(off_starts + 4 * layout.chunk_starts.size());
   const uint64_t total = align(off_gaps + gap_bytes);
 
-  // The device buffer zeroed, then each part copied straight from where it lies (the checkpoint's
-  // mapped file): no host copy of the unit. A zeroed host image of the whole unit, filled and
-  // copied in one call, took the 8B model's units 9.2-9.4 s to the device against 1.4-1.7 s this
-  // way (H200, bench/results/model_load_h200_units_upload.log). The two big parts go through the
-  // uploader's staging on several host threads when the caller passes one (the model's load).
+  // Each part copied straight from where it lies (the checkpoint's mapped file) and the bytes
+  // between parts zeroed: no host copy of the unit. A zeroed host image of the whole unit, filled
+  // and copied in one call, took the 8B model's units 9.2-9.4 s to the device against 1.4-1.7 s
+  // this way (H200, bench/results/model_load_h200_units_upload.log). The two big parts go through
+  // the uploader's staging on several host threads when the caller passes one (the model's load);
+  // its streams are unordered with the legacy stream the zeros and small parts go on, so no byte
+  // is written by both (zeroing the whole buffer first, then waiting for it, made the load slower).
   DeviceUnitBuffer buf;
   DF11_CUDA_RETURN(cudaMalloc(&buf.base_, total));
   buf.bytes_ = total;
   auto* b = static_cast<uint8_t*>(buf.base_);
-  DF11_CUDA_RETURN(cudaMemset(b, 0, total));
-  // The uploader copies on streams of its own, unordered with the legacy stream's memset: wait for
-  // the zeros before any part lands (the small parts' cudaMemcpy below follow it on that stream).
-  if (uploader != nullptr) DF11_CUDA_RETURN(cudaStreamSynchronize(cudaStreamLegacy));
   const auto table = BuildPairTable(view.luts);
-  auto put = [&](uint64_t offset, const void* src, uint64_t bytes) -> cudaError_t {
-    return bytes == 0 ? cudaSuccess : cudaMemcpy(b + offset, src, bytes, cudaMemcpyHostToDevice);
+  struct Part {
+    uint64_t offset;
+    const void* src;
+    uint64_t bytes;
+    bool big;
   };
-  auto put_big = [&](uint64_t offset, const void* src, uint64_t bytes) -> Status {
-    if (uploader != nullptr) return uploader->Copy(b + offset, src, bytes);
-    DF11_CUDA_RETURN(put(offset, src, bytes));
-    return Status::Ok();
+  const Part parts[] = {
+      {off_table, table.data(), kTableBytes, false},
+      {off_luts, view.luts.data(), view.luts.size(), false},
+      {off_stream, view.encoded_exponent.data(), std::min<uint64_t>(view.encoded_exponent.size(), stream_bytes), true},
+      {off_sm, view.sign_mantissa.data(), std::min<uint64_t>(view.sign_mantissa.size(), off_starts - off_sm), true},
+      {off_starts, layout.chunk_starts.data(), std::min<uint64_t>(4 * layout.chunk_starts.size(), off_gaps - off_starts),
+       false},
+      {off_gaps, view.gaps.data(), std::min<uint64_t>(view.gaps.size(), gap_bytes), false},
   };
-  DF11_CUDA_RETURN(put(off_table, table.data(), kTableBytes));
-  DF11_CUDA_RETURN(put(off_luts, view.luts.data(), view.luts.size()));
-  DF11_RETURN_IF_ERROR(put_big(off_stream, view.encoded_exponent.data(), view.encoded_exponent.size()));
-  DF11_RETURN_IF_ERROR(put_big(off_sm, view.sign_mantissa.data(), view.sign_mantissa.size()));
-  DF11_CUDA_RETURN(put(off_starts, layout.chunk_starts.data(), 4 * layout.chunk_starts.size()));
-  DF11_CUDA_RETURN(put(off_gaps, view.gaps.data(), std::min<uint64_t>(view.gaps.size(), gap_bytes)));
+  for (size_t i = 0; i < std::size(parts); ++i) {
+    const uint64_t end = i + 1 < std::size(parts) ? parts[i + 1].offset : total;
+    const uint64_t used = parts[i].offset + parts[i].bytes;
+    if (used < end) DF11_CUDA_RETURN(cudaMemset(b + used, 0, end - used));
+  }
+  for (const Part& p : parts) {
+    if (p.bytes == 0) continue;
+    if (p.big && uploader != nullptr) {
+      DF11_RETURN_IF_ERROR(uploader->Copy(b + p.offset, p.src, p.bytes));
+    } else {
+      DF11_CUDA_RETURN(cudaMemcpy(b + p.offset, p.src, p.bytes, cudaMemcpyHostToDevice));
+    }
+  }
   DeviceUnit& u = buf.unit_;
   u.pair_table = reinterpret_cast<const uint32_t*>(b + off_table);
   u.luts = b + off_luts;

@@ -3,6 +3,7 @@
 // machine for every kernel change (scripts/gpu/run-gpu-checks.sh).
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <numeric>
 #include <random>
 
@@ -12,6 +13,7 @@
 #ifdef DF11_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/cuda_upload.h"
 #include "kernels/df11_decode_cuda.h"
 #endif
 
@@ -66,6 +68,66 @@ TEST(Df11Cuda, GaussianLayerShapes) {
   REQUIRE_GPU();
   ExpectGpuRoundTrip(testing::GaussianWeights(4096 * 1024 + 3, 0.02f, 11), "gaussian 0.02");
   ExpectGpuRoundTrip(testing::GaussianWeights(1 << 20, 1.0f, 12), "gaussian 1.0");
+}
+
+// A unit uploaded through a HostUploader (its stream and sign_mantissa on several threads, the
+// bytes between parts zeroed on the legacy stream) is the plain upload's allocation byte for byte,
+// and decodes to the words. Before each upload the device memory it will likely get is filled with
+// 0xAB (freed, then allocated again), so that a byte neither copied nor zeroed would show.
+TEST(Df11Cuda, UploadThroughTheUploaderIsThePlainUploadsBytes) {
+  REQUIRE_GPU();
+  auto uploader = cuda::HostUploader::Create(3, 4096);
+  ASSERT_TRUE(uploader.ok()) << uploader.status().ToString();
+  for (size_t n : {size_t{1000}, size_t{300001}, size_t{1} << 20}) {
+    const std::vector<uint16_t> words = testing::GaussianWeights(n, 0.02f, static_cast<uint32_t>(n));
+    auto enc = EncodeUnit(words);
+    ASSERT_TRUE(enc.ok());
+    auto layout = ValidateUnit(enc->view(), "upload");
+    ASSERT_TRUE(layout.ok());
+    std::vector<std::vector<uint8_t>> images;
+    for (cuda::HostUploader* u : {static_cast<cuda::HostUploader*>(nullptr), &*uploader}) {
+      void* dirty = nullptr;
+      const size_t dirty_bytes = 64 + 2 * n * 2;
+      ASSERT_EQ(cudaMalloc(&dirty, dirty_bytes), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dirty, 0xAB, dirty_bytes), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      ASSERT_EQ(cudaFree(dirty), cudaSuccess);
+      auto buf = DeviceUnitBuffer::Upload(enc->view(), *layout, u);
+      ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+      std::vector<uint8_t> image(buf->device_bytes());
+      ASSERT_EQ(cudaMemcpy(image.data(), buf->device_base(), image.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      images.push_back(std::move(image));
+      uint16_t* out = nullptr;
+      ASSERT_EQ(cudaMalloc(&out, n * 2), cudaSuccess);
+      ASSERT_TRUE(LaunchDf11Decode(buf->unit(), buf->layout(), 0, n, out, nullptr).ok());
+      std::vector<uint16_t> back(n);
+      ASSERT_EQ(cudaMemcpy(back.data(), out, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      cudaFree(out);
+      ASSERT_EQ(back, words) << "n " << n << (u ? ", through the uploader" : ", plain");
+    }
+    ASSERT_EQ(images[0].size(), images[1].size());
+    for (size_t i = 0; i < images[0].size(); ++i) {
+      ASSERT_EQ(images[0][i], images[1][i]) << "n " << n << ": byte " << i << " of the unit's allocation differs";
+    }
+    // The padding after each part from the lookup tables on is zero (the decoder reads past a
+    // stream's bytes and gaps into it): offsets from the last upload's pointers, sizes from the view.
+    auto buf = DeviceUnitBuffer::Upload(enc->view(), *layout, &*uploader);
+    ASSERT_TRUE(buf.ok());
+    const auto* base = static_cast<const uint8_t*>(buf->device_base());
+    const DeviceUnit& du = buf->unit();
+    const std::pair<const uint8_t*, uint64_t> regions[] = {
+        {du.luts, enc->view().luts.size()},
+        {du.stream, enc->view().encoded_exponent.size()},
+        {du.sign_mantissa, n},
+        {reinterpret_cast<const uint8_t*>(du.chunk_starts), 4 * layout->chunk_starts.size()},
+        {du.gaps, enc->view().gaps.size()},
+    };
+    for (size_t r = 0; r < std::size(regions); ++r) {
+      const uint64_t begin = regions[r].first - base + regions[r].second;
+      const uint64_t end = r + 1 < std::size(regions) ? regions[r + 1].first - base : images[1].size();
+      for (uint64_t i = begin; i < end; ++i) ASSERT_EQ(images[1][i], 0) << "n " << n << ": padding byte " << i;
+    }
+  }
 }
 
 TEST(Df11Cuda, AdversarialDistributions) {
