@@ -143,6 +143,7 @@ TEST(Df11Cuda, AdversarialDistributions) {
   std::vector<uint16_t> one(100000, 0x3F80);
   ExpectGpuRoundTrip(one, "one symbol (1-bit codes, 32768 per chunk)");
   std::vector<uint16_t> zeros;
+  zeros.reserve(70000);
   for (int i = 0; i < 70000; ++i) zeros.push_back(i % 3 == 0 ? 0x8000 : static_cast<uint16_t>(i % 3 == 1 ? 0 : i % 127 + 1));
   ExpectGpuRoundTrip(zeros, "signed zeros and subnormals");
 }
