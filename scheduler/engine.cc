@@ -166,6 +166,7 @@ StatusOr<Engine::Impl::PreparedModel> Engine::Impl::Prepare(const ModelSpec& spe
   info.bf16_weight_bytes = report.bf16_weight_bytes;
   info.scratch_bytes = report.scratch_bytes;
   info.load_seconds = report.load_seconds;
+  info.load_warnings = report.warnings;
   info.shared_scratch_bytes = report.shared_scratch_bytes;
   info.pinned = spec.pinned;
   p.reg.kv = {spec.name, KvCache::BytesPerBlock(config, o.block_size, o.device),

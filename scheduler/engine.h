@@ -77,6 +77,9 @@ struct ModelInfo {
   bool moving = false;         // being promoted or demoted now
   bool pinned = false;
   std::string tier_error;      // why its last promotion failed ("" after a success)
+  // LoadReport::warnings of its first load: what the checkpoint warned about, then what the load
+  // left slower than it could be, and why (a DF11 matrix decoded before its GEMM, ...).
+  std::vector<std::string> load_warnings;
 };
 
 struct EngineStats {

@@ -171,7 +171,9 @@ void LogModelReady(ServiceContext& ctx, const std::string& name) {
                                  {"scratch_bytes", std::to_string(m.scratch_bytes)},
                                  {"shared_scratch_bytes", std::to_string(m.shared_scratch_bytes)},
                                  {"kv_bytes", std::to_string(m.kv_bytes)},
-                                 {"load_seconds", std::to_string(m.load_seconds)}});
+                                 {"load_seconds", std::to_string(m.load_seconds)},
+                                 {"load_warnings", std::to_string(m.load_warnings.size())}});
+    for (const std::string& w : m.load_warnings) LogEvent("warn", "model_load_warning", {{"model", name}, {"warning", w}});
   }
   LogEvent("info", "model_ready", fields);
 }

@@ -250,6 +250,7 @@ void FillModelInfo(const ModelInfo& info, pb::ModelInfo* out) {
   out->set_pinned(info.pinned);
   out->set_moving(info.moving);
   out->set_tier_error(info.tier_error);
+  for (const std::string& w : info.load_warnings) out->add_load_warnings(w);
 }
 
 }  // namespace df11::server

@@ -121,6 +121,7 @@ Status Model::LoadLayer(int64_t layer, LayerWeights& w) {
 void Model::FillLoadReport(uint64_t largest_unit_elements) {
   LoadReport& r = report_;
   r.device = options_.device;
+  r.warnings = checkpoint_->warnings();
   r.df11 = resident_df11();
   for (const Df11Unit& unit : checkpoint_->units()) {
     const UnitView& v = unit.view;

@@ -151,7 +151,9 @@ struct LoadReport {
   // resolving every weight on the host (with resident_bf16, decoding them too). CUDA, DF11: seconds
   // copying the units to the device (DeviceUnitBuffer::Upload).
   double open_seconds = 0, units_upload_seconds = 0;
-  std::vector<std::string> warnings;  // what the load left slower than it could be, and why
+  // What the checkpoint warned about (a DF11 pattern matching no unit, ...), then what the load left
+  // slower than it could be, and why (a DF11 matrix decoded before its GEMM, copies without staging).
+  std::vector<std::string> warnings;
 };
 
 class Model {

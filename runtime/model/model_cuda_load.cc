@@ -437,7 +437,7 @@ Status Model::LoadCuda() {
   report_.bf16_weight_bytes = st.bf16_weight_bytes;
   report_.scratch_bytes = st.activations.bytes() + st.batch_arrays.bytes() + st.sampler_workspace.bytes();
   report_.shared_scratch_bytes = st.scratch_needed;
-  report_.warnings = st.warnings;
+  report_.warnings.insert(report_.warnings.end(), st.warnings.begin(), st.warnings.end());
   report_.lane_matrices = static_cast<int>(st.lanes.size());
   report_.fixed_lane_matrices = st.fixed_lanes;
   report_.lanes_decode_seconds = st.lanes_seconds[0];

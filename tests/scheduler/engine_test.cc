@@ -5,6 +5,8 @@
 // Reference outputs are the same requests run one at a time.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "runtime/format/compress.h"
@@ -213,6 +215,27 @@ TEST_F(EngineTest, Df11ModelGivesTheSameTokensAsItsBf16Source) {
   bool df11 = false;
   for (const ModelInfo& m : engine->Models()) df11 |= m.name == "df11" && m.df11;
   EXPECT_TRUE(df11);
+}
+
+// The checkpoint's warnings reach the model's info (and so ListModels and the model_ready log):
+// a DF11 pattern_dict entry that matches no unit loads, with a warning naming the pattern.
+TEST_F(EngineTest, LoadWarningsReachTheModelInfo) {
+  const std::string df11_dir = dir_->path() + "/qwen3-df11-warned";
+  auto report = CompressCheckpoint(ModelDir(), df11_dir, {});
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  nlohmann::json config;
+  std::ifstream(df11_dir + "/config.json") >> config;
+  config["dfloat11_config"]["pattern_dict"]["no\\.such\\.module"] = nlohmann::json::array();
+  std::ofstream(df11_dir + "/config.json") << config.dump(1);
+  auto engine = Make(SmallEngineOptions());
+  ASSERT_TRUE(engine->LoadModel({.name = "warned", .path = df11_dir, .kv_min_blocks = 64}).ok());
+  std::vector<std::string> warnings;
+  for (const ModelInfo& m : engine->Models()) {
+    if (m.name == "warned") warnings = m.load_warnings;
+    if (m.name == "tiny") EXPECT_TRUE(m.load_warnings.empty()) << m.load_warnings.front();
+  }
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("pattern \"no\\.such\\.module\" matches no unit"), std::string::npos) << warnings[0];
 }
 
 }  // namespace

@@ -74,6 +74,31 @@ TEST(Translate, CopiesEveryField) {
   EXPECT_FALSE(r->skip_special_tokens);
 }
 
+TEST(Translate, ModelInfoCarriesTheLoadsWarningsAndTier) {
+  ModelInfo info;
+  info.name = "m";
+  info.df11 = true;
+  info.weight_bytes = 68;
+  info.bf16_weight_bytes = 100;
+  info.tier = ModelTier::kHost;
+  info.tier_error = "no room";
+  info.load_warnings = {"model.layers.3.mlp.down_proj: no lane streams (why); decoded before its GEMM",
+                        "weights copied to the device without page-locked staging (slower load): refused"};
+  pb::ModelInfo out;
+  FillModelInfo(info, &out);
+  EXPECT_EQ(out.name(), "m");
+  EXPECT_TRUE(out.df11());
+  EXPECT_DOUBLE_EQ(out.compression_ratio(), 0.68);
+  EXPECT_EQ(out.tier(), pb::MODEL_TIER_HOST);
+  EXPECT_EQ(out.tier_error(), "no room");
+  ASSERT_EQ(out.load_warnings_size(), 2);
+  EXPECT_EQ(out.load_warnings(0), info.load_warnings[0]);
+  EXPECT_EQ(out.load_warnings(1), info.load_warnings[1]);
+  pb::ModelInfo clean;
+  FillModelInfo(ModelInfo{}, &clean);
+  EXPECT_EQ(clean.load_warnings_size(), 0);
+}
+
 TEST(Translate, RejectsOutOfRangeNamingTheField) {
   struct Case {
     std::function<void(pb::GenerateRequest&)> edit;
