@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "kernels/base/status.h"
 #include "proto/df11.grpc.pb.h"
@@ -40,18 +43,20 @@ void RunModels(const ClientOptions& options, bool as_json) {
   PrepareContext(ctx, options);
   pb::ListModelsResponse list;
   CheckRpc(stub->ListModels(&ctx, pb::ListModelsRequest(), &list), "ListModels");
-  if (as_json) {
-    std::printf("[");
-    for (int i = 0; i < list.models_size(); ++i) {
-      const auto& m = list.models(i);
-      std::printf("%s{\"name\":\"%s\",\"architecture\":\"%s\",\"state\":\"%s\",\"context_length\":%lld,"
-                  "\"df11\":%s,\"weight_bytes\":%llu,\"bf16_weight_bytes\":%llu,\"kv_bytes\":%llu}",
-                  i ? "," : "", m.name().c_str(), m.architecture().c_str(), StateName(m.state()),
-                  static_cast<long long>(m.context_length()), m.df11() ? "true" : "false",
-                  static_cast<unsigned long long>(m.weight_bytes()), static_cast<unsigned long long>(m.bf16_weight_bytes()),
-                  static_cast<unsigned long long>(m.kv_bytes()));
+  if (as_json) {  // built with nlohmann::json: names and warnings may hold quotes
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& m : list.models()) {
+      out.push_back({{"name", m.name()},
+                     {"architecture", m.architecture()},
+                     {"state", StateName(m.state())},
+                     {"context_length", m.context_length()},
+                     {"df11", m.df11()},
+                     {"weight_bytes", m.weight_bytes()},
+                     {"bf16_weight_bytes", m.bf16_weight_bytes()},
+                     {"kv_bytes", m.kv_bytes()},
+                     {"load_warnings", std::vector<std::string>(m.load_warnings().begin(), m.load_warnings().end())}});
     }
-    std::printf("]\n");
+    std::printf("%s\n", out.dump().c_str());
     return;
   }
   std::printf("%-24s %-28s %-9s %8s %5s %12s %7s %12s\n", "NAME", "ARCHITECTURE", "STATE", "CONTEXT", "DF11",
@@ -60,6 +65,7 @@ void RunModels(const ClientOptions& options, bool as_json) {
     std::printf("%-24s %-28s %-9s %8lld %5s %12.1f %7.3f %12.1f\n", m.name().c_str(), m.architecture().c_str(),
                 StateName(m.state()), static_cast<long long>(m.context_length()), m.df11() ? "yes" : "no",
                 m.weight_bytes() / 1e6, m.compression_ratio(), m.kv_bytes() / 1e6);
+    for (const std::string& w : m.load_warnings()) std::printf("  load warning: %s\n", w.c_str());
   }
 }
 

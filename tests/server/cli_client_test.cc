@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "runtime/format/compress.h"
 #include "tests/server/daemon_test_util.h"
 
 namespace df11::test {
@@ -27,6 +28,33 @@ CliRun Df11(const std::string& args, bool merge = false) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// A model whose load warned: the daemon logs each warning (model_load_warning) and counts them in
+// model_ready, and `df11 models` shows them (table and --json). The warning: a DF11 pattern_dict
+// entry that matches no unit.
+TEST(CliClient, ModelsShowTheLoadsWarnings) {
+  ScopedTempDir tmp("srvwarn");
+  ASSERT_TRUE(WriteTinyModel(tmp.path() + "/m").ok());
+  ASSERT_TRUE(CompressCheckpoint(tmp.path() + "/m", tmp.path() + "/d", {}).ok());
+  EditModelConfig(tmp.path() + "/d", [](nlohmann::json& c) {
+    c["dfloat11_config"]["pattern_dict"]["no\\.such\\.module"] = nlohmann::json::array();
+  });
+  Daemon d({"--model", "warned=" + tmp.path() + "/d"}, tmp.path());
+  ASSERT_TRUE(WaitServing(d.Channel())) << d.LogText();
+  const std::string addr = " --addr " + d.address();
+  CliRun models = Df11("models --json" + addr);
+  ASSERT_EQ(models.code, 0);
+  auto list = nlohmann::json::parse(models.out);
+  ASSERT_EQ(list.size(), 1u);
+  ASSERT_EQ(list[0]["load_warnings"].size(), 1u) << models.out;
+  const std::string warning = list[0]["load_warnings"][0];
+  EXPECT_NE(warning.find("pattern \"no\\.such\\.module\" matches no unit"), std::string::npos) << warning;
+  CliRun table = Df11("models" + addr);
+  EXPECT_NE(table.out.find("  load warning: " + warning), std::string::npos) << table.out;
+  const std::string log = d.LogText();
+  EXPECT_NE(log.find("model_load_warning"), std::string::npos) << log;
+  EXPECT_NE(log.find("load_warnings=1"), std::string::npos) << log;
+}
+
 TEST(CliClient, CommandsAgainstARunningDaemon) {
   ScopedTempDir tmp("srvcli");
   ASSERT_TRUE(WriteTinyModel(tmp.path() + "/m").ok());
@@ -45,6 +73,7 @@ TEST(CliClient, CommandsAgainstARunningDaemon) {
   ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0]["name"], "tiny");
   EXPECT_EQ(list[0]["state"], "ready");
+  EXPECT_EQ(list[0]["load_warnings"], nlohmann::json::array());
 
   // The CLI prints exactly the streamed text (plus a newline): compare with the API's stream.
   auto stub = pb::Generation::NewStub(d.Channel());
