@@ -189,6 +189,7 @@ assert abs(df11_bf16 - expected) <= 0.001 * expected, (df11_bf16, expected)
 assert df11_weight == float(info_df11.weight_bytes) < expected, (df11_weight, info_df11.weight_bytes, expected)
 assert abs(value(f"df11_model_compression_ratio{{{d}}}") - info_df11.weight_bytes / info_df11.bf16_weight_bytes) < 1e-9
 assert value(f'df11_model_info{{{d},state="ready",format="df11"}}') == 1.0
+assert value(f"df11_model_load_warnings{{{d}}}") == float(len(info_df11.load_warnings)) == 0.0, info_df11.load_warnings
 saved = value('sum(df11_model_weight_bf16_bytes - df11_model_weight_bytes)')
 assert saved == float(info_df11.bf16_weight_bytes - info_df11.weight_bytes), saved
 print(f"weight gauges match ListModels and the checkpoint: BF16 {int(weight)} bytes, "
@@ -196,7 +197,7 @@ print(f"weight gauges match ListModels and the checkpoint: BF16 {int(weight)} by
 
 rules = json.load(urllib.request.urlopen(f"{prom}/api/v1/rules", timeout=10))["data"]["groups"]
 names = sorted(r["name"] for g in rules for r in g["rules"])
-assert len(names) == 5, names
+assert len(names) == 6, names
 firing = [r["name"] for g in rules for r in g["rules"] if r.get("state") == "firing"]
 assert not firing, firing
 

@@ -118,6 +118,8 @@ void WriteModelInfo(const std::vector<ModelInfo>& models, FamilyWriter& w) {
   }
   w.Gauge("df11_model_load_seconds", "Time the model took to load.");
   for (const ModelInfo& m : models) w.Sample({{"model", m.name}}, m.load_seconds);
+  w.Gauge("df11_model_load_warnings", "Warnings of the model's load (its model_load_warning log lines).");
+  for (const ModelInfo& m : models) w.Sample({{"model", m.name}}, static_cast<double>(m.load_warnings.size()));
   w.Gauge("df11_model_tier", "Where the model's weights are (value 1): tier resident, host or disk; pinned.");
   for (const ModelInfo& m : models) {
     w.Sample({{"model", m.name}, {"tier", TierName(m.tier)}, {"pinned", m.pinned ? "true" : "false"}}, 1);

@@ -30,6 +30,7 @@ ModelInfo Info(const std::string& name) {
   info.kv_bytes = 4000;
   info.kv_blocks_total = 40;
   info.load_seconds = 1.5;
+  info.load_warnings = {"w1", "w2"};
   return info;
 }
 
@@ -83,6 +84,7 @@ TEST(MetricsCollector, GaugesAndCountersFromTheSnapshot) {
             1);
   EXPECT_EQ(SampleValue(text, "df11_model_compression_ratio", a), 0.7);
   EXPECT_EQ(SampleValue(text, "df11_model_load_seconds", a), 1.5);
+  EXPECT_EQ(SampleValue(text, "df11_model_load_warnings", a), 2);
   EXPECT_EQ(SampleValue(text, "df11_model_weight_bytes", a), 700);
   EXPECT_EQ(SampleValue(text, "df11_model_weight_bf16_bytes", a), 1000);
   EXPECT_EQ(SampleValue(text, "df11_model_scratch_bytes", a), 64);

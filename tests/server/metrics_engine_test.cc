@@ -135,6 +135,7 @@ TEST_F(MetricsEngineTest, MemoryAndInfoMatchTheEngineReport) {
   EXPECT_EQ(SampleValue(text, "df11_model_kv_cache_bytes", kTiny), double(info.kv_bytes));
   EXPECT_GT(info.weight_bytes, 0u);
   EXPECT_EQ(SampleValue(text, "df11_model_compression_ratio", kTiny), 1);  // a BF16 checkpoint
+  EXPECT_EQ(SampleValue(text, "df11_model_load_warnings", kTiny), 0);
   EXPECT_EQ(SampleValue(text, "df11_model_info", {{"model", "tiny"}, {"format", "bf16"}, {"state", "ready"},
                                                   {"architecture", info.architecture}}),
             1);
