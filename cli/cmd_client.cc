@@ -84,7 +84,7 @@ int RunHealth(const ClientOptions& options, const std::string& service) {
   grpc::ByteBuffer request(&slice, 1), response;
   std::promise<grpc::Status> done;
   stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) { done.set_value(s); });
+                 [&](const grpc::Status& s) { done.set_value(s); });
   CheckRpc(done.get_future().get(), "Health/Check");
   std::vector<grpc::Slice> slices;
   response.Dump(&slices);
