@@ -232,7 +232,9 @@ TEST_F(EngineTest, LoadWarningsReachTheModelInfo) {
   std::vector<std::string> warnings;
   for (const ModelInfo& m : engine->Models()) {
     if (m.name == "warned") warnings = m.load_warnings;
-    if (m.name == "tiny") EXPECT_TRUE(m.load_warnings.empty()) << m.load_warnings.front();
+    if (m.name == "tiny") {
+      EXPECT_TRUE(m.load_warnings.empty()) << m.load_warnings.front();
+    }
   }
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("pattern \"no\\.such\\.module\" matches no unit"), std::string::npos) << warnings[0];
