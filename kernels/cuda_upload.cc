@@ -7,10 +7,9 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <utility>
 
+#include "kernels/base/parallel.h"
 #include "kernels/cuda_ops.h"
 #include "kernels/gpu.h"
 
@@ -61,7 +60,7 @@ HostUploader& HostUploader::operator=(HostUploader&& other) noexcept = default;
 
 StatusOr<HostUploader> HostUploader::Create(int threads, uint64_t slot_bytes) {
   if (slot_bytes == 0) return InvalidArgument("HostUploader: slot_bytes must be > 0");
-  if (threads <= 0) threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency() / 2), 1, 8);
+  if (threads <= 0) threads = std::clamp(HardwareThreads() / 2, 1, 8);
   HostUploader u;
   u.slot_bytes_ = slot_bytes;
   DF11_CUDA_RETURN(cudaGetDevice(&u.device_));
@@ -85,25 +84,16 @@ Status HostUploader::Copy(void* dst, const void* src, uint64_t bytes) {
   const uint64_t share = (slots + used - 1) / used * slot_bytes_;
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
-  auto run = [&](uint64_t t) {
-    Worker& w = *workers_[t];
-    const uint64_t begin = std::min(bytes, t * share), end = std::min(bytes, begin + share);
-    w.result = t == 0 ? Status::Ok() : DF11_CUDA_STATUS(cudaSetDevice(device_));
-    if (w.result.ok()) w.result = w.Copy(d + begin, s + begin, end - begin, slot_bytes_);
-  };
-  std::vector<std::thread> helpers;
-  std::vector<uint64_t> inline_shares;  // shares whose thread the host refused: run here after share 0
-  helpers.reserve(used - 1);
-  for (uint64_t t = 1; t < used; ++t) {
-    try {
-      helpers.emplace_back(run, t);
-    } catch (const std::system_error&) {
-      inline_shares.push_back(t);
+  // One share a worker (ParallelFor: share 0 on this thread, and any share whose thread the host
+  // refuses to start).
+  ParallelFor(static_cast<int64_t>(used), static_cast<int>(used), [&](int64_t first, int64_t last, int) {
+    for (int64_t t = first; t < last; ++t) {
+      Worker& w = *workers_[t];
+      const uint64_t begin = std::min(bytes, static_cast<uint64_t>(t) * share), end = std::min(bytes, begin + share);
+      w.result = t == 0 ? Status::Ok() : DF11_CUDA_STATUS(cudaSetDevice(device_));
+      if (w.result.ok()) w.result = w.Copy(d + begin, s + begin, end - begin, slot_bytes_);
     }
-  }
-  run(0);
-  for (uint64_t t : inline_shares) run(t);
-  for (std::thread& h : helpers) h.join();
+  });
   for (uint64_t t = 0; t < used; ++t) {
     const Status& r = workers_[t]->result;
     if (!r.ok()) return r.WithContext("copying " + std::to_string(bytes) + " bytes to the device");

@@ -15,9 +15,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <iterator>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 #include <vector>
 
