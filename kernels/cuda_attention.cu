@@ -690,7 +690,11 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
   }
   // Flash-decoding, measured on an H100 (bench/results/model_step_h100_*.json): a grid of less
   // than one wave of blocks splits each sequence's keys (up to one split per tile of max_keys)
-  // until it fills the GPU's block slots; a bigger grid splits only long contexts (splits of 16
+  // into the most splits whose blocks all run at once (one wave; rounding up to just past one
+  // wave, as it did before, left a second round of a few long blocks: on an H200 at 24 / 32 / 40 /
+  // 48 sequences over 512 keys 24.4 / 29.7 / 32.5 / 34.9 us a layer against 30.0 / 34.5 / 40.8 /
+  // 44.5, over 2,048 keys 62.7 / 89.4 / 103.1 / 110.5 against 71.2 / 95.5 / 104.6 / 117.4;
+  // bench/results/attention_h200_splits.log); a bigger grid splits only long contexts (splits of 16
   // tiles or more), into the fewest splits that leave the last wave least idle, when that gains 5%
   // of the slots (at 512 keys, 3 splits of a 1.3-wave grid cost more in partial sums and the
   // combine than the idle wave did; at 4,096 keys they gain 20%). Splits of 8 tiles, which split
@@ -700,7 +704,7 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
   if (batch.split_workspace != nullptr && batch.max_keys > kTileKeys && slots > 0) {
     const int64_t tiles = (batch.max_keys + kTileKeys - 1) / kTileKeys;
     if (blocks < slots) {
-      g.splits = static_cast<int>(std::min<int64_t>({tiles, (slots + blocks - 1) / blocks, kMaxSplitBlocks / blocks}));
+      g.splits = static_cast<int>(std::min<int64_t>({tiles, slots / blocks, kMaxSplitBlocks / blocks}));
     } else {
       const int64_t most = std::min<int64_t>(tiles / 16, kMaxSplitBlocks / blocks);
       double best = WaveUse(blocks, slots);
