@@ -694,7 +694,14 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
   // wave, as it did before, left a second round of a few long blocks: on an H200 at 24 / 32 / 40 /
   // 48 sequences over 512 keys 24.4 / 29.7 / 32.5 / 34.9 us a layer against 30.0 / 34.5 / 40.8 /
   // 44.5, over 2,048 keys 62.7 / 89.4 / 103.1 / 110.5 against 71.2 / 95.5 / 104.6 / 117.4;
-  // bench/results/attention_h200_splits.log); a bigger grid splits only long contexts (splits of 16
+  // bench/results/attention_h200_splits.log), and at most about sqrt(3 tiles) of them: a split
+  // costs its block's start, its partial sums and the combine's reads (~0.3 us on an H200), a key
+  // tile ~1.3 us on its block, so T tiles take the least time in ~sqrt(4.3 T) splits, and max_keys
+  // (a power of two) is up to twice the longest sequence's keys (attention_h200_splits_small.log).
+  // With that cap, one sequence over 1,025 / 2,049 / 4,097 keys 10.5-10.6 / 12.7-12.8 / 17.5-17.7
+  // us a layer against 11.5-11.6 / 16.8 / 19.0-19.2, two over 1,025 / 2,049 12.5-12.6 / 15.2
+  // against 16.3-16.5 / 18.7-18.8, four over 513 11.5 against 14.4-14.5, the rest within noise
+  // (ab_h200_attention_splits_cap.log); a bigger grid splits only long contexts (splits of 16
   // tiles or more), into the fewest splits that leave the last wave least idle, when that gains 5%
   // of the slots (at 512 keys, 3 splits of a 1.3-wave grid cost more in partial sums and the
   // combine than the idle wave did; at 4,096 keys they gain 20%). Splits of 8 tiles, which split
@@ -704,7 +711,8 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
   if (batch.split_workspace != nullptr && batch.max_keys > kTileKeys && slots > 0) {
     const int64_t tiles = (batch.max_keys + kTileKeys - 1) / kTileKeys;
     if (blocks < slots) {
-      g.splits = static_cast<int>(std::min<int64_t>({tiles, slots / blocks, kMaxSplitBlocks / blocks}));
+      const auto by_latency = static_cast<int64_t>(std::ceil(std::sqrt(3.0 * static_cast<double>(tiles))));
+      g.splits = static_cast<int>(std::min<int64_t>({tiles, slots / blocks, by_latency, kMaxSplitBlocks / blocks}));
     } else {
       const int64_t most = std::min<int64_t>(tiles / 16, kMaxSplitBlocks / blocks);
       double best = WaveUse(blocks, slots);
