@@ -1,8 +1,10 @@
 // RunBenchMain: a benchmark's main(): runs `main_fn`; an exception (a JSON or allocation failure)
 // becomes one line naming the program and exit status 1 instead of an abort. JsonPathArg: the
-// value of a benchmark's `--json OUT` flag. ParseList: a comma-separated list of integers.
+// value of a benchmark's `--json OUT` flag. ParseList: a comma-separated list of integers. Median: the
+// middle of a list of timings.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -27,6 +29,12 @@ inline std::vector<int64_t> ParseList(const std::string& s) {
   std::stringstream in(s);
   for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
   return out;
+}
+
+// The middle value of `v` (the upper one of an even count), 0 when empty.
+inline double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 inline int RunBenchMain(const char* name, int (*main_fn)(int, char**), int argc, char** argv) {

@@ -86,11 +86,6 @@ constexpr int kWarmup = 3;
 // long take that transient out of every batch's numbers.
 constexpr double kWarmupSeconds = 1.0;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 int Fail(const Status& st) {
   std::fprintf(stderr, "model_step_bench: %s\n", st.ToString().c_str());
   return 1;

@@ -40,11 +40,6 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 [[noreturn]] void Fail(const std::string& what, const Status& s) {
   std::fprintf(stderr, "tier_bench: %s: %s\n", what.c_str(), s.ToString().c_str());
   std::exit(1);

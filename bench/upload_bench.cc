@@ -21,6 +21,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_main.h"
@@ -85,8 +86,7 @@ double MedianSeconds(int reps, const std::function<void()>& copy) {
     copy();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return Median(std::move(t));
 }
 
 int Main(int argc, char** argv) {
