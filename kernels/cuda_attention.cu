@@ -701,27 +701,34 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
   // With that cap, one sequence over 1,025 / 2,049 / 4,097 keys 10.5-10.6 / 12.7-12.8 / 17.5-17.7
   // us a layer against 11.5-11.6 / 16.8 / 19.0-19.2, two over 1,025 / 2,049 12.5-12.6 / 15.2
   // against 16.3-16.5 / 18.7-18.8, four over 513 11.5 against 14.4-14.5, the rest within noise
-  // (ab_h200_attention_splits_cap.log); a bigger grid splits only long contexts (splits of 16
-  // tiles or more), into the fewest splits that leave the last wave least idle, when that gains 5%
-  // of the slots (at 512 keys, 3 splits of a 1.3-wave grid cost more in partial sums and the
-  // combine than the idle wave did; at 4,096 keys they gain 20%). Splits of 8 tiles, which split
+  // (ab_h200_attention_splits_cap.log). Then, over long contexts (splits of 16 tiles or more), any
+  // grid takes more splits past one wave, the fewest that leave the last wave least idle, when that
+  // gains 5% of the slots (at 512 keys, 3 splits of a 1.3-wave grid cost more in partial sums and
+  // the combine than the idle wave did; at 4,096 keys they gain 20%). For grids under one wave that
+  // came later (H200, bench/results/attention_h200_splits_long.log): 28 / 32 / 36 / 40 sequences
+  // over 4,096 keys 132 / 145 / 166 / 185 us a layer against one wave's 145 / 152 / 183 / 192, over
+  // 8,192 keys at 32 / 40 275 / 339 against 320 / 373, over 2,048 at 28-36 2-5% less, elsewhere
+  // within ~1%; the graph step at 32 sequences over 4,096 / 8,192 positions BF16 11.43-11.57 /
+  // 16.61-16.70 ms against 11.68-11.74 / 17.37-17.41, DF11 13.57-13.67 / 18.50-18.60 against
+  // 13.91-13.94 / 19.24-19.34 (ab_h200_attention_splits_long.log). Splits of 8 tiles, which split
   // 512 keys in two at batch 64 (2.6 waves) and 256 (4,096 blocks), were slower too: 0.073 / 0.223
   // ms a layer against 0.066 / 0.203 (bench/results/attention_h100_split8_ab.log).
   const int64_t slots = d <= 64 ? DecodeSlots<64>() : d <= 128 ? DecodeSlots<128>() : DecodeSlots<256>();
   if (batch.split_workspace != nullptr && batch.max_keys > kTileKeys && slots > 0) {
     const int64_t tiles = (batch.max_keys + kTileKeys - 1) / kTileKeys;
+    int64_t first = 1;
     if (blocks < slots) {
       const auto by_latency = static_cast<int64_t>(std::ceil(std::sqrt(3.0 * static_cast<double>(tiles))));
-      g.splits = static_cast<int>(std::min<int64_t>({tiles, slots / blocks, by_latency, kMaxSplitBlocks / blocks}));
-    } else {
-      const int64_t most = std::min<int64_t>(tiles / 16, kMaxSplitBlocks / blocks);
-      double best = WaveUse(blocks, slots);
-      for (int64_t n = 2; n <= most; ++n) {
-        const double use = WaveUse(blocks * n, slots);
-        if (use > best + 0.05) {
-          best = use;
-          g.splits = static_cast<int>(n);
-        }
+      first = std::max<int64_t>(1, std::min<int64_t>({tiles, slots / blocks, by_latency, kMaxSplitBlocks / blocks}));
+    }
+    g.splits = static_cast<int>(first);
+    const int64_t most = std::min<int64_t>(tiles / 16, kMaxSplitBlocks / blocks);
+    double best = WaveUse(blocks * first, slots);
+    for (int64_t n = first + 1; n <= most; ++n) {
+      const double use = WaveUse(blocks * n, slots);
+      if (use > best + 0.05) {
+        best = use;
+        g.splits = static_cast<int>(n);
       }
     }
   }

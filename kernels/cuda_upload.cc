@@ -80,7 +80,7 @@ Status HostUploader::Copy(void* dst, const void* src, uint64_t bytes) {
   if (workers_.empty()) return FailedPrecondition("HostUploader::Copy on an uploader that was not created");
   // Each worker a contiguous share of whole slots, at least one.
   const uint64_t slots = (bytes + slot_bytes_ - 1) / slot_bytes_;
-  const uint64_t used = slots < 2 ? 1 : std::min<uint64_t>(workers_.size(), slots);
+  const uint64_t used = std::min<uint64_t>(workers_.size(), slots);
   const uint64_t share = (slots + used - 1) / used * slot_bytes_;
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
