@@ -646,6 +646,52 @@ int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads, int64_t hea
   return group >= rows ? 1 : rows / group;
 }
 
+// Flash-decoding, measured on an H100 (bench/results/model_step_h100_*.json): a grid of less
+// than one wave of blocks splits each sequence's keys (up to one split per tile of max_keys)
+// into the most splits whose blocks all run at once (one wave; rounding up to just past one
+// wave, as it did before, left a second round of a few long blocks: on an H200 at 24 / 32 / 40 /
+// 48 sequences over 512 keys 24.4 / 29.7 / 32.5 / 34.9 us a layer against 30.0 / 34.5 / 40.8 /
+// 44.5, over 2,048 keys 62.7 / 89.4 / 103.1 / 110.5 against 71.2 / 95.5 / 104.6 / 117.4;
+// bench/results/attention_h200_splits.log), and at most about sqrt(3 tiles) of them: a split
+// costs its block's start, its partial sums and the combine's reads (~0.3 us on an H200), a key
+// tile ~1.3 us on its block, so T tiles take the least time in ~sqrt(4.3 T) splits, and max_keys
+// (a power of two) is up to twice the longest sequence's keys (attention_h200_splits_small.log).
+// With that cap, one sequence over 1,025 / 2,049 / 4,097 keys 10.5-10.6 / 12.7-12.8 / 17.5-17.7
+// us a layer against 11.5-11.6 / 16.8 / 19.0-19.2, two over 1,025 / 2,049 12.5-12.6 / 15.2
+// against 16.3-16.5 / 18.7-18.8, four over 513 11.5 against 14.4-14.5, the rest within noise
+// (ab_h200_attention_splits_cap.log). Then, over long contexts (splits of 16 tiles or more), any
+// grid takes more splits past one wave, the fewest that leave the last wave least idle, when that
+// gains 5% of the slots (at 512 keys, 3 splits of a 1.3-wave grid cost more in partial sums and
+// the combine than the idle wave did; at 4,096 keys they gain 20%). For grids under one wave that
+// came later (H200, bench/results/attention_h200_splits_long.log): 28 / 32 / 36 / 40 sequences
+// over 4,096 keys 132 / 145 / 166 / 185 us a layer against one wave's 145 / 152 / 183 / 192, over
+// 8,192 keys at 32 / 40 275 / 339 against 320 / 373, over 2,048 at 28-36 2-5% less, elsewhere
+// within ~1%; the graph step at 32 sequences over 4,096 / 8,192 positions BF16 11.43-11.57 /
+// 16.61-16.70 ms against 11.68-11.74 / 17.37-17.41, DF11 13.57-13.67 / 18.50-18.60 against
+// 13.91-13.94 / 19.24-19.34 (ab_h200_attention_splits_long.log). Splits of 8 tiles, which split
+// 512 keys in two at batch 64 (2.6 waves) and 256 (4,096 blocks), were slower too: 0.073 / 0.223
+// ms a layer against 0.066 / 0.203 (bench/results/attention_h100_split8_ab.log).
+int64_t DecodeKeySplits(int64_t blocks, int64_t max_keys, int64_t slots) {
+  if (blocks <= 0 || slots <= 0 || max_keys <= kTileKeys) return 1;
+  const int64_t tiles = (max_keys + kTileKeys - 1) / kTileKeys;
+  int64_t first = 1;
+  if (blocks < slots) {
+    const auto by_latency = static_cast<int64_t>(std::ceil(std::sqrt(3.0 * static_cast<double>(tiles))));
+    first = std::max<int64_t>(1, std::min<int64_t>({tiles, slots / blocks, by_latency, kMaxSplitBlocks / blocks}));
+  }
+  int64_t splits = first;
+  const int64_t most = std::min<int64_t>(tiles / 16, kMaxSplitBlocks / blocks);
+  double best = WaveUse(blocks * first, slots);
+  for (int64_t n = first + 1; n <= most; ++n) {
+    const double use = WaveUse(blocks * n, slots);
+    if (use > best + 0.05) {
+      best = use;
+      splits = n;
+    }
+  }
+  return splits;
+}
+
 // Measured and not kept (bench/results/ab_h100_prepare_attend_{pdl,plain,early}.log, H100): decode
 // blocks that prepare their own rows (qk-norm and rope of their q heads into shared memory, the
 // last split's block storing the new key and value before its copies), one launch instead of
@@ -688,50 +734,9 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
     if (WgmmaPrefillApplies(d)) return WgmmaPrefillAttention(cache, batch, params, g.nh, q, out, s);
     return LaunchFor<4>(d, grid, cache, batch, params, g, q, out, s);
   }
-  // Flash-decoding, measured on an H100 (bench/results/model_step_h100_*.json): a grid of less
-  // than one wave of blocks splits each sequence's keys (up to one split per tile of max_keys)
-  // into the most splits whose blocks all run at once (one wave; rounding up to just past one
-  // wave, as it did before, left a second round of a few long blocks: on an H200 at 24 / 32 / 40 /
-  // 48 sequences over 512 keys 24.4 / 29.7 / 32.5 / 34.9 us a layer against 30.0 / 34.5 / 40.8 /
-  // 44.5, over 2,048 keys 62.7 / 89.4 / 103.1 / 110.5 against 71.2 / 95.5 / 104.6 / 117.4;
-  // bench/results/attention_h200_splits.log), and at most about sqrt(3 tiles) of them: a split
-  // costs its block's start, its partial sums and the combine's reads (~0.3 us on an H200), a key
-  // tile ~1.3 us on its block, so T tiles take the least time in ~sqrt(4.3 T) splits, and max_keys
-  // (a power of two) is up to twice the longest sequence's keys (attention_h200_splits_small.log).
-  // With that cap, one sequence over 1,025 / 2,049 / 4,097 keys 10.5-10.6 / 12.7-12.8 / 17.5-17.7
-  // us a layer against 11.5-11.6 / 16.8 / 19.0-19.2, two over 1,025 / 2,049 12.5-12.6 / 15.2
-  // against 16.3-16.5 / 18.7-18.8, four over 513 11.5 against 14.4-14.5, the rest within noise
-  // (ab_h200_attention_splits_cap.log). Then, over long contexts (splits of 16 tiles or more), any
-  // grid takes more splits past one wave, the fewest that leave the last wave least idle, when that
-  // gains 5% of the slots (at 512 keys, 3 splits of a 1.3-wave grid cost more in partial sums and
-  // the combine than the idle wave did; at 4,096 keys they gain 20%). For grids under one wave that
-  // came later (H200, bench/results/attention_h200_splits_long.log): 28 / 32 / 36 / 40 sequences
-  // over 4,096 keys 132 / 145 / 166 / 185 us a layer against one wave's 145 / 152 / 183 / 192, over
-  // 8,192 keys at 32 / 40 275 / 339 against 320 / 373, over 2,048 at 28-36 2-5% less, elsewhere
-  // within ~1%; the graph step at 32 sequences over 4,096 / 8,192 positions BF16 11.43-11.57 /
-  // 16.61-16.70 ms against 11.68-11.74 / 17.37-17.41, DF11 13.57-13.67 / 18.50-18.60 against
-  // 13.91-13.94 / 19.24-19.34 (ab_h200_attention_splits_long.log). Splits of 8 tiles, which split
-  // 512 keys in two at batch 64 (2.6 waves) and 256 (4,096 blocks), were slower too: 0.073 / 0.223
-  // ms a layer against 0.066 / 0.203 (bench/results/attention_h100_split8_ab.log).
+  // Flash-decoding: key splits by DecodeKeySplits (the rule and its measurements there).
   const int64_t slots = d <= 64 ? DecodeSlots<64>() : d <= 128 ? DecodeSlots<128>() : DecodeSlots<256>();
-  if (batch.split_workspace != nullptr && batch.max_keys > kTileKeys && slots > 0) {
-    const int64_t tiles = (batch.max_keys + kTileKeys - 1) / kTileKeys;
-    int64_t first = 1;
-    if (blocks < slots) {
-      const auto by_latency = static_cast<int64_t>(std::ceil(std::sqrt(3.0 * static_cast<double>(tiles))));
-      first = std::max<int64_t>(1, std::min<int64_t>({tiles, slots / blocks, by_latency, kMaxSplitBlocks / blocks}));
-    }
-    g.splits = static_cast<int>(first);
-    const int64_t most = std::min<int64_t>(tiles / 16, kMaxSplitBlocks / blocks);
-    double best = WaveUse(blocks * first, slots);
-    for (int64_t n = first + 1; n <= most; ++n) {
-      const double use = WaveUse(blocks * n, slots);
-      if (use > best + 0.05) {
-        best = use;
-        g.splits = static_cast<int>(n);
-      }
-    }
-  }
+  if (batch.split_workspace != nullptr) g.splits = static_cast<int>(DecodeKeySplits(blocks, batch.max_keys, slots));
   if (g.splits <= 1) {
     g.splits = 1;
     return LaunchFor<1>(d, grid, cache, batch, params, g, q, out, s);

@@ -195,6 +195,10 @@ int64_t AttentionWorkspaceFloats(int64_t head_dim);
 // Tokens per attention tile (AttentionTiles) for a model: a prefill block's query rows (token x
 // head of one KV group; 128 for head dims up to 128, else 64) over the group's heads.
 int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads, int64_t head_dim);
+// Flash-decoding's key splits (>= 1) of a decode-only PagedAttention launch of `blocks` blocks (sequences x
+// KV heads x head chunks) over max_keys keys (BatchLayout::max_keys) on a GPU that runs `slots` decode
+// blocks at once; 1 without splits (max_keys <= one 64-key tile, or nothing known). Host code only.
+int64_t DecodeKeySplits(int64_t blocks, int64_t max_keys, int64_t slots);
 
 // Stores k, v [T, num_kv_heads, head_dim] bf16 into the slots of each token's position.
 // Contract: no two tokens map to the same slot.

@@ -493,6 +493,11 @@ TEST(CudaOps, PagedAttentionMatchesCpu) {
   // Qwen3-8B's heads over long contexts (many key splits); a long prefill (several 128-row blocks per
   // sequence); head_dim 24 (padded to 64, the Mistral fixture's).
   CheckAttention({{4000, 1}, {700, 1}}, 32, 8, 128);
+  // 32 decode sequences over 1,950-3,100 keys of Qwen3-8B's heads: 256 blocks, under one wave of an
+  // H100's or H200's 396 decode slots, over enough key tiles to take splits past one wave (3 there).
+  std::vector<AttentionSeq> long_decodes;
+  for (int64_t i = 0; i < 32; ++i) long_decodes.push_back({3100 - 37 * i, 1});
+  CheckAttention(long_decodes, 32, 8, 128);
   CheckAttention({{0, 150}, {64, 70}}, 4, 1, 64);
   CheckAttention({{10, 5}, {70, 1}}, 4, 2, 24);
   // Prefills of Qwen3-8B's group of 4 at dim 128 over many 32-token tiles, one behind 100 cached
@@ -500,6 +505,34 @@ TEST(CudaOps, PagedAttentionMatchesCpu) {
   // H100 these run the Hopper prefill kernel (head dims 65..128).
   CheckAttention({{0, 300}, {100, 77}, {4, 1}}, 8, 2, 128);
   CheckAttention({{0, 200}, {30, 13}}, 4, 4, 96);
+}
+
+// Flash-decoding's key splits on an H100's or H200's 396 decode slots (3 blocks an SM x 132): the
+// rule's choices, worked by hand from the comment on DecodeKeySplits, at shapes measured on an H200
+// (bench/results/attention_h200_splits*.log; past one wave each is the best or tied-best forced
+// count of attention_h200_splits_long.log or attention_h200_splits_4096.log); host code, so this
+// runs without a GPU. Blocks: sequences x 8 KV heads (Qwen3-8B); max_keys: a power of two up to
+// twice the longest sequence's keys.
+TEST(CudaOps, DecodeKeySplitsFollowTheMeasuredRule) {
+  constexpr int64_t kSlots = 396;
+  // Under one wave: the most splits that fit it, at most ceil(sqrt(3 tiles)).
+  EXPECT_EQ(cuda::DecodeKeySplits(8, 8192, kSlots), 20);   // 1 sequence over 4,096 keys
+  EXPECT_EQ(cuda::DecodeKeySplits(8, 1024, kSlots), 7);    // 1 over 512
+  EXPECT_EQ(cuda::DecodeKeySplits(64, 8192, kSlots), 6);   // 8 over 4,096
+  EXPECT_EQ(cuda::DecodeKeySplits(192, 8192, kSlots), 2);  // 24 over 4,096
+  EXPECT_EQ(cuda::DecodeKeySplits(256, 1024, kSlots), 1);  // 32 over 512: one wave
+  EXPECT_EQ(cuda::DecodeKeySplits(384, 8192, kSlots), 1);  // 48 over 4,096: one wave, 97% of the slots
+  // Long contexts past one wave when that uses the slots 5% better.
+  EXPECT_EQ(cuda::DecodeKeySplits(224, 8192, kSlots), 5);  // 28 over 4,096
+  EXPECT_EQ(cuda::DecodeKeySplits(256, 8192, kSlots), 3);  // 32 over 4,096
+  EXPECT_EQ(cuda::DecodeKeySplits(256, 4096, kSlots), 3);  // 32 over 2,048
+  EXPECT_EQ(cuda::DecodeKeySplits(320, 8192, kSlots), 6);  // 40 over 4,096
+  EXPECT_EQ(cuda::DecodeKeySplits(512, 8192, kSlots), 3);  // 64 over 4,096
+  EXPECT_EQ(cuda::DecodeKeySplits(512, 1024, kSlots), 1);  // 64 over 512: 2-8 splits measured slower
+  // Nothing to split, or nothing known.
+  EXPECT_EQ(cuda::DecodeKeySplits(8, 64, kSlots), 1);
+  EXPECT_EQ(cuda::DecodeKeySplits(8, 8192, 0), 1);
+  EXPECT_EQ(cuda::DecodeKeySplits(0, 8192, kSlots), 1);
 }
 
 // cuBLAS GEMM (+bias through accumulate) vs the CPU matmul, and the same bits whether W sits in
