@@ -21,6 +21,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_main.h"
@@ -171,8 +172,7 @@ Case Run(const std::string& name, const std::vector<int64_t>& cached, const std:
       CK(cudaEventElapsedTime(&t, start, stop));
       ms.push_back(t / kCalls);
     }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+    return Median(std::move(ms));
   };
   const double prepare_ms = timed([&]() {
     for (int i = 0; i < kCalls; ++i) {

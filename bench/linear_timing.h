@@ -11,8 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/cuda_check.h"
 #include "kernels/base/status.h"
 
@@ -74,8 +76,7 @@ double MedianMs(int copies, F fn, int calls = 30) {
   }
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return Median(std::move(ms));
 }
 
 }  // namespace df11
