@@ -56,11 +56,16 @@ constexpr int kDecodeRows = 16;  // query rows per decode-mode block
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxSplitBlocks = 4096;  // blocks x splits bound of the workspace
 
-// A launch's shape: heads per block, key splits (1 = none), the workspace.
+// A launch's shape: heads per block, key splits (1 = none), the workspace. A block's pair is its
+// (tile, KV head, head chunk), numbered tile-major: (tile * heads + kv_head) * chunks + chunk.
+// whole > 0 (decode only; DecodeTailSplits): a 1D grid whose first `whole` blocks take pairs
+// [0, whole) unsplit and whose others take the later pairs in `splits` blocks each.
 struct Split {
   int nh = 1;
   int splits = 1;
-  float* workspace = nullptr;  // [blocks][splits][kDecodeRows][2 + head_dim]: max, sum, O
+  int64_t whole = 0;
+  int64_t heads = 1, chunks = 1;  // KV heads, head chunks (group / nh)
+  float* workspace = nullptr;     // [split pairs][splits][kDecodeRows][2 + head_dim]: max, sum, O
 };
 
 // Keys per split of a sequence's `span` visible keys: an even share, whole tiles. Split s covers
@@ -199,11 +204,28 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gr = lane >> 2, tc = lane & 3;
   // Blocks start in the order of (x, y); read tile-major, so a tile's KV heads start together and
   // the tiles, longest first (AttentionTiles), start in the order of their work.
-  const int64_t order = blockIdx.x + int64_t{gridDim.x} * blockIdx.y;
-  const int64_t tile = order / gridDim.y, kv_head = order % gridDim.y;
+  int64_t tile, kv_head, pair;
+  int chunk, split, splits;
+  if (g.whole > 0) {
+    const int64_t b = blockIdx.x;
+    const bool cut = b >= g.whole;
+    pair = cut ? g.whole + (b - g.whole) / g.splits : b;
+    split = cut ? static_cast<int>((b - g.whole) % g.splits) : 0;
+    splits = cut ? g.splits : 1;
+    chunk = static_cast<int>(pair % g.chunks);
+    kv_head = pair / g.chunks % g.heads;
+    tile = pair / (g.chunks * g.heads);
+  } else {
+    const int64_t order = blockIdx.x + int64_t{gridDim.x} * blockIdx.y;
+    tile = order / gridDim.y;
+    kv_head = order % gridDim.y;
+    chunk = blockIdx.z / g.splits;
+    split = blockIdx.z % g.splits;
+    splits = g.splits;
+    pair = (tile * gridDim.y + kv_head) * g.chunks + chunk;
+  }
   const int64_t t0 = batch.tiles[2 * tile], n_tok = batch.tiles[2 * tile + 1];
   const int64_t group = p.num_heads / cache.num_kv_heads;
-  const int chunk = blockIdx.z / g.splits, split = blockIdx.z % g.splits;
   const int64_t head0 = kv_head * group + int64_t{chunk} * g.nh;
   const int rows = static_cast<int>(n_tok) * g.nh;
   auto q_row = [&](int r) { return (t0 + r / g.nh) * p.num_heads + head0 + r % g.nh; };  // [T * heads] row
@@ -211,8 +233,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
   const int32_t* table = batch.tables + batch.table_begin[batch.token_seq[t0]];
   int64_t hi = batch.positions[t0 + n_tok - 1];
   int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
-  if (g.splits > 1) {
-    const int64_t per = SplitKeys(hi - lo + 1, g.splits);
+  if (splits > 1) {
+    const int64_t per = SplitKeys(hi - lo + 1, splits);
     lo += split * per;
     if (lo > hi) return;
     hi = min(hi, lo + per - 1);
@@ -479,8 +501,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
       for (int e = 0; e < 4; ++e) o_s[(warp * 16 + gr + 8 * (e >> 1)) * DP + x * 8 + 2 * tc + (e & 1)] = o[0][x][e];
     }
     __syncthreads();
-    const int64_t block = (tile * gridDim.y + kv_head) * (gridDim.z / g.splits) + chunk;
-    float* part = g.splits > 1 ? g.workspace + (block * g.splits + split) * kDecodeRows * (2 + d) : nullptr;
+    float* part = splits > 1 ? g.workspace + ((pair - g.whole) * splits + split) * kDecodeRows * (2 + d) : nullptr;
     for (int idx = threadIdx.x; idx < rows * d; idx += kThreads) {
       const int r = idx / d, dim = idx % d;
       float top = -INFINITY;
@@ -505,15 +526,14 @@ __global__ void __launch_bounds__(kThreads, MinBlocks(DP, kRowWarps))
   }
 }
 
-// out = bf16(merged O / merged sum) over the used splits of each decode-mode block, in split order.
-// Grid (tiles, KV heads, head chunks), kCombineThreads threads, one per (row, dim) of the block's
-// rows (looping past kCombineThreads). Each thread issues the loads of kCombineBatch splits at a
-// time before using them (the sums still run in split order), and the block is a programmatic
-// dependent of the attention launch: it reads the batch before waiting for the partials. With the
-// attention launched as a dependent of PrepareAttention, measured on the H100 (attention_bench,
-// bench/results/ab_h100_combine.log, two runs each; the combine had 128 threads, one load at a
-// time): decode at batch 1 / 8 over 512 keys 0.0104 / 0.0167-0.0170 ms a layer against
-// 0.0173-0.0181 / 0.0230-0.0231 (ncu: the combine alone 10 us of 18). Measured and not kept
+// out = bf16(merged O / merged sum) over the used splits of each split pair (Split), in split order.
+// One block a pair from g.whole on (the grid: the split pairs), kCombineThreads threads, one per
+// (row, dim) of the pair's rows (looping past kCombineThreads). Each thread issues the loads of kCombineBatch splits at
+// a time before using them (the sums still run in split order), and the block is a programmatic dependent of the
+// attention launch: it reads the batch before waiting for the partials. With the attention launched as a dependent of
+// PrepareAttention, measured on the H100 (attention_bench, bench/results/ab_h100_combine.log, two runs each; the
+// combine had 128 threads, one load at a time): decode at batch 1 / 8 over 512 keys 0.0104 / 0.0167-0.0170 ms a layer
+// against 0.0173-0.0181 / 0.0230-0.0231 (ncu: the combine alone 10 us of 18). Measured and not kept
 // (bench/results/ab_h100_fused_combine.log): no combine launch, the last of a block's splits to
 // finish (an arrival counter in the workspace) merging them with its 128 threads: decode at batch
 // 1 / 8 0.0155 / 0.0207 ms a layer against 0.0100-0.0103 / 0.0169, the BF16 step at batch 1 6.28
@@ -522,15 +542,16 @@ constexpr int kCombineThreads = 512;
 constexpr int kCombineBatch = 8;
 __global__ void __launch_bounds__(kCombineThreads)
     CombineKernel(BatchLayout batch, AttentionParams p, Split g, int64_t d, uint16_t* out) {
-  const int64_t t0 = batch.tiles[2 * blockIdx.x], n_tok = batch.tiles[2 * blockIdx.x + 1];
-  const int64_t group = p.num_heads / gridDim.y;
-  const int64_t head0 = blockIdx.y * group + int64_t{blockIdx.z} * g.nh;
+  const int64_t pair = g.whole + blockIdx.x;
+  const int64_t tile = pair / (g.chunks * g.heads), kv_head = pair / g.chunks % g.heads, chunk = pair % g.chunks;
+  const int64_t t0 = batch.tiles[2 * tile], n_tok = batch.tiles[2 * tile + 1];
+  const int64_t group = p.num_heads / g.heads;
+  const int64_t head0 = kv_head * group + chunk * g.nh;
   const int64_t hi = batch.positions[t0 + n_tok - 1];
   const int64_t lo = p.sliding_window > 0 ? max(int64_t{0}, batch.positions[t0] - p.sliding_window + 1) : 0;
   const int64_t per = SplitKeys(hi - lo + 1, g.splits);
   const int used = static_cast<int>(min(int64_t{g.splits}, (hi - lo + per) / per));
-  const int64_t block = (int64_t{blockIdx.x} * gridDim.y + blockIdx.y) * gridDim.z + blockIdx.z;
-  const float* part = g.workspace + block * g.splits * kDecodeRows * (2 + d);
+  const float* part = g.workspace + int64_t{blockIdx.x} * g.splits * kDecodeRows * (2 + d);
   const int64_t rows = n_tok * g.nh, stride = kDecodeRows * (2 + d);
   WaitPrevious();     // the partials come from the attention launch
   AllowDependents();  // the next kernel may be a Gemv that prefetches its weights
@@ -692,6 +713,26 @@ int64_t DecodeKeySplits(int64_t blocks, int64_t max_keys, int64_t slots) {
   return splits;
 }
 
+// A grid past one wave whose last wave is at most half full (and that DecodeKeySplits leaves
+// unsplit): its blocks after the whole waves (the shortest sequences: AttentionTiles) split their
+// keys, as many splits as let the last wave's blocks fill the slots, at most ceil(sqrt(3 tiles))
+// (as above) and one a tile. The whole waves' blocks start first (lowest block numbers) and write
+// their rows; the split blocks run as slots free up and the combine merges only theirs. A last
+// wave of a few unsplit blocks had taken most of a whole wave's time: on an H200 (396 slots), 49 /
+// 50 / 56 / 64 sequences over 513 keys 34.9 / 46.0 / 53.5 / 55.2 us a layer. With the rule 34.9 /
+// 38.8-39.2 / 46.4-46.8 / 50.3-50.4, over 901 keys at 50 / 56 / 64 56.7-56.9 / 66.4-66.5 / 73.2-73.3
+// against 70.4-71.3 / 82.9-83.1 / 84.1-84.4, 100 and 104 sequences (8 and 20 blocks past two waves)
+// 3-10% less, 72 over 513 keys (2 splits) 55.4-55.7 against 57.0-57.2; each within ~1% of the best
+// of 2-7 forced splits (bench/results/attention_h200_tail_splits.log).
+int64_t DecodeTailSplits(int64_t blocks, int64_t max_keys, int64_t slots) {
+  if (blocks <= slots || slots <= 0 || max_keys <= kTileKeys || DecodeKeySplits(blocks, max_keys, slots) > 1) return 1;
+  const int64_t tail = blocks % slots;
+  if (tail == 0) return 1;
+  const int64_t tiles = (max_keys + kTileKeys - 1) / kTileKeys;
+  const auto by_latency = static_cast<int64_t>(std::ceil(std::sqrt(3.0 * static_cast<double>(tiles))));
+  return std::max<int64_t>(1, std::min<int64_t>({slots / tail, tiles, by_latency, kMaxSplitBlocks / tail}));
+}
+
 // Measured and not kept (bench/results/ab_h100_prepare_attend_{pdl,plain,early}.log, H100): decode
 // blocks that prepare their own rows (qk-norm and rope of their q heads into shared memory, the
 // last split's block storing the new key and value before its copies), one launch instead of
@@ -726,6 +767,8 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
     if (group % h == 0 && h * batch.tile_tokens <= max_rows) g.nh = static_cast<int>(h);
   }
   const int64_t chunks = group / g.nh;
+  g.heads = cache.num_kv_heads;
+  g.chunks = chunks;
   const int64_t blocks = batch.num_tiles * cache.num_kv_heads * chunks;
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(batch.num_tiles), static_cast<unsigned>(cache.num_kv_heads),
@@ -734,17 +777,27 @@ Status PagedAttention(const PagedKvLayer& cache, const BatchLayout& batch, const
     if (WgmmaPrefillApplies(d)) return WgmmaPrefillAttention(cache, batch, params, g.nh, q, out, s);
     return LaunchFor<4>(d, grid, cache, batch, params, g, q, out, s);
   }
-  // Flash-decoding: key splits by DecodeKeySplits (the rule and its measurements there).
+  // Flash-decoding: key splits of every block by DecodeKeySplits, else of the last wave's by
+  // DecodeTailSplits (the rules and their measurements there).
   const int64_t slots = d <= 64 ? DecodeSlots<64>() : d <= 128 ? DecodeSlots<128>() : DecodeSlots<256>();
-  if (batch.split_workspace != nullptr) g.splits = static_cast<int>(DecodeKeySplits(blocks, batch.max_keys, slots));
+  if (batch.split_workspace != nullptr) {
+    g.splits = static_cast<int>(DecodeKeySplits(blocks, batch.max_keys, slots));
+    const int64_t tail = g.splits > 1 ? 1 : DecodeTailSplits(blocks, batch.max_keys, slots);
+    if (tail > 1) {
+      g.whole = blocks / slots * slots;
+      g.splits = static_cast<int>(tail);
+    }
+  }
   if (g.splits <= 1) {
     g.splits = 1;
     return LaunchFor<1>(d, grid, cache, batch, params, g, q, out, s);
   }
   g.workspace = batch.split_workspace;
-  const dim3 split_grid(grid.x, grid.y, static_cast<unsigned>(chunks * g.splits));
+  const dim3 split_grid = g.whole > 0 ? dim3(static_cast<unsigned>(g.whole + (blocks - g.whole) * g.splits))
+                                      : dim3(grid.x, grid.y, static_cast<unsigned>(chunks * g.splits));
   DF11_RETURN_IF_ERROR(LaunchFor<1>(d, split_grid, cache, batch, params, g, q, out, s));
-  LaunchDependent(CombineKernel, grid, dim3(kCombineThreads), s, batch, params, g, d, out);
+  LaunchDependent(CombineKernel, dim3(static_cast<unsigned>(blocks - g.whole)), dim3(kCombineThreads), s, batch, params,
+                  g, d, out);
   return CheckLaunch("CombineKernel");
 }
 

@@ -199,6 +199,9 @@ int64_t AttentionTileTokens(int64_t num_heads, int64_t num_kv_heads, int64_t hea
 // KV heads x head chunks) over max_keys keys (BatchLayout::max_keys) on a GPU that runs `slots` decode
 // blocks at once; 1 without splits (max_keys <= one 64-key tile, or nothing known). Host code only.
 int64_t DecodeKeySplits(int64_t blocks, int64_t max_keys, int64_t slots);
+// The key splits (>= 1) of each block after the whole waves of such a launch where DecodeKeySplits gives
+// 1 (the blocks before run unsplit); 1: none. Host code only.
+int64_t DecodeTailSplits(int64_t blocks, int64_t max_keys, int64_t slots);
 
 // Stores k, v [T, num_kv_heads, head_dim] bf16 into the slots of each token's position.
 // Contract: no two tokens map to the same slot.

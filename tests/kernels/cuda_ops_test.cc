@@ -498,6 +498,13 @@ TEST(CudaOps, PagedAttentionMatchesCpu) {
   std::vector<AttentionSeq> long_decodes;
   for (int64_t i = 0; i < 32; ++i) long_decodes.push_back({3100 - 37 * i, 1});
   CheckAttention(long_decodes, 32, 8, 128);
+  // 60 decode sequences of Qwen3-8B's heads over 3-700 keys: 480 blocks, past one wave of an H100's
+  // or H200's 396 slots, so the last wave's blocks (the shortest sequences) split their keys
+  // (DecodeTailSplits: 4 there; sequences of one tile leave splits idle).
+  std::vector<AttentionSeq> tail_decodes;
+  for (int64_t i = 0; i < 56; ++i) tail_decodes.push_back({700 - 5 * i, 1});
+  for (const int64_t first : {2, 63, 64, 133}) tail_decodes.push_back({first, 1});
+  CheckAttention(tail_decodes, 32, 8, 128);
   CheckAttention({{0, 150}, {64, 70}}, 4, 1, 64);
   CheckAttention({{10, 5}, {70, 1}}, 4, 2, 24);
   // Prefills of Qwen3-8B's group of 4 at dim 128 over many 32-token tiles, one behind 100 cached
@@ -533,6 +540,26 @@ TEST(CudaOps, DecodeKeySplitsFollowTheMeasuredRule) {
   EXPECT_EQ(cuda::DecodeKeySplits(8, 64, kSlots), 1);
   EXPECT_EQ(cuda::DecodeKeySplits(8, 8192, 0), 1);
   EXPECT_EQ(cuda::DecodeKeySplits(0, 8192, kSlots), 1);
+}
+
+// The splits of the last wave's blocks where DecodeKeySplits leaves a grid past one wave unsplit, on
+// 396 slots (as above): slots / tail blocks, at most ceil(sqrt(3 tiles)) and a tile's each.
+TEST(CudaOps, DecodeTailSplitsFillTheLastWave) {
+  constexpr int64_t kSlots = 396;
+  EXPECT_EQ(cuda::DecodeTailSplits(512, 1024, kSlots), 3);  // 64 sequences over 512: 116 blocks past one wave
+  EXPECT_EQ(cuda::DecodeTailSplits(448, 1024, kSlots), 7);  // 56: 52 past it, 7 (sqrt(3 x 16) rounded up)
+  EXPECT_EQ(cuda::DecodeTailSplits(400, 1024, kSlots), 7);  // 50: 4 past it
+  EXPECT_EQ(cuda::DecodeTailSplits(400, 128, kSlots), 2);   // over 65-128 keys: 2 tiles
+  EXPECT_EQ(cuda::DecodeTailSplits(480, 700, kSlots), 4);   // the CUDA attention test's 60 sequences
+  EXPECT_EQ(cuda::DecodeTailSplits(800, 1024, kSlots), 7);  // 100: 8 past two waves
+  // A last wave more than half full, one wave or less, splits of every block, nothing to split.
+  EXPECT_EQ(cuda::DecodeTailSplits(640, 1024, kSlots), 1);  // 80: 244 past one wave
+  EXPECT_EQ(cuda::DecodeTailSplits(1024, 1024, kSlots), 1);
+  EXPECT_EQ(cuda::DecodeTailSplits(792, 1024, kSlots), 1);  // two whole waves
+  EXPECT_EQ(cuda::DecodeTailSplits(384, 1024, kSlots), 1);
+  EXPECT_EQ(cuda::DecodeTailSplits(512, 8192, kSlots), 1);  // 64 over 4,096: 3 splits of every block
+  EXPECT_EQ(cuda::DecodeTailSplits(512, 64, kSlots), 1);
+  EXPECT_EQ(cuda::DecodeTailSplits(512, 1024, 0), 1);
 }
 
 // cuBLAS GEMM (+bias through accumulate) vs the CPU matmul, and the same bits whether W sits in
