@@ -723,7 +723,9 @@ int64_t DecodeKeySplits(int64_t blocks, int64_t max_keys, int64_t slots) {
 // 38.8-39.2 / 46.4-46.8 / 50.3-50.4, over 901 keys at 50 / 56 / 64 56.7-56.9 / 66.4-66.5 / 73.2-73.3
 // against 70.4-71.3 / 82.9-83.1 / 84.1-84.4, 100 and 104 sequences (8 and 20 blocks past two waves)
 // 3-10% less, 72 over 513 keys (2 splits) 55.4-55.7 against 57.0-57.2; each within ~1% of the best
-// of 2-7 forced splits (bench/results/attention_h200_tail_splits.log).
+// of 2-7 forced splits (bench/results/attention_h200_tail_splits.log). At 150-256 sequences up to 6%
+// less, but 200 over 513 keys (16 blocks past four waves, 7 splits) 1.7% more
+// (attention_h200_tail_splits_many_waves.log).
 int64_t DecodeTailSplits(int64_t blocks, int64_t max_keys, int64_t slots) {
   if (blocks <= slots || slots <= 0 || max_keys <= kTileKeys || DecodeKeySplits(blocks, max_keys, slots) > 1) return 1;
   const int64_t tail = blocks % slots;
