@@ -657,6 +657,12 @@ Status LaunchFor(int64_t d, const dim3& grid, const PagedKvLayer& cache, const B
   return Launch<256, kRowWarps>(grid, cache, batch, params, g, q, out, stream);
 }
 
+// The most splits of one block's keys that save time: ceil(sqrt(3 tiles)) for `tiles` key tiles
+// (DecodeKeySplits says why).
+int64_t LatencySplits(int64_t tiles) {
+  return static_cast<int64_t>(std::ceil(std::sqrt(3.0 * static_cast<double>(tiles))));
+}
+
 }  // namespace
 
 int64_t AttentionWorkspaceFloats(int64_t head_dim) { return int64_t{kMaxSplitBlocks} * kDecodeRows * (head_dim + 2); }
@@ -697,8 +703,8 @@ int64_t DecodeKeySplits(int64_t blocks, int64_t max_keys, int64_t slots) {
   const int64_t tiles = (max_keys + kTileKeys - 1) / kTileKeys;
   int64_t first = 1;
   if (blocks < slots) {
-    const auto by_latency = static_cast<int64_t>(std::ceil(std::sqrt(3.0 * static_cast<double>(tiles))));
-    first = std::max<int64_t>(1, std::min<int64_t>({tiles, slots / blocks, by_latency, kMaxSplitBlocks / blocks}));
+    first = std::max<int64_t>(
+        1, std::min<int64_t>({tiles, slots / blocks, LatencySplits(tiles), kMaxSplitBlocks / blocks}));
   }
   int64_t splits = first;
   const int64_t most = std::min<int64_t>(tiles / 16, kMaxSplitBlocks / blocks);
@@ -731,8 +737,7 @@ int64_t DecodeTailSplits(int64_t blocks, int64_t max_keys, int64_t slots) {
   const int64_t tail = blocks % slots;
   if (tail == 0) return 1;
   const int64_t tiles = (max_keys + kTileKeys - 1) / kTileKeys;
-  const auto by_latency = static_cast<int64_t>(std::ceil(std::sqrt(3.0 * static_cast<double>(tiles))));
-  return std::max<int64_t>(1, std::min<int64_t>({slots / tail, tiles, by_latency, kMaxSplitBlocks / tail}));
+  return std::max<int64_t>(1, std::min<int64_t>({slots / tail, tiles, LatencySplits(tiles), kMaxSplitBlocks / tail}));
 }
 
 // Measured and not kept (bench/results/ab_h100_prepare_attend_{pdl,plain,early}.log, H100): decode
