@@ -22,9 +22,10 @@
 //   m16 row tiles and every key of a tile;
 // - decode mode (kRowWarps = 1): 16 rows, the 4 warps split each tile's keys (16 each), then merge
 //   their (max, sum, O) through shared memory in warp order.
-// Decode-mode blocks may further split a sequence's keys into `splits` ranges (flash-decoding): each
-// writes its unnormalised (max, sum, O) rows to the workspace and CombineKernel merges the ranges by
-// their log-sum-exp in split order. Fixed orders everywhere, no atomics: the same batch gives the
+// Decode-mode blocks may further split a sequence's keys into `splits` ranges (flash-decoding; every
+// block's, DecodeKeySplits, or only the last wave's, DecodeTailSplits): each writes its unnormalised
+// (max, sum, O) rows to the workspace and CombineKernel merges the ranges by their log-sum-exp in
+// split order. Fixed orders everywhere, no atomics: the same batch gives the
 // same bits.
 #include <cuda_runtime.h>
 

@@ -498,7 +498,7 @@ TEST(CudaOps, PagedAttentionMatchesCpu) {
   std::vector<AttentionSeq> long_decodes;
   for (int64_t i = 0; i < 32; ++i) long_decodes.push_back({3100 - 37 * i, 1});
   CheckAttention(long_decodes, 32, 8, 128);
-  // 60 decode sequences of Qwen3-8B's heads over 3-700 keys: 480 blocks, past one wave of an H100's
+  // 60 decode sequences of Qwen3-8B's heads over 3-701 keys: 480 blocks, past one wave of an H100's
   // or H200's 396 slots, so the last wave's blocks (the shortest sequences) split their keys
   // (DecodeTailSplits: 4 there; sequences of one tile leave splits idle).
   std::vector<AttentionSeq> tail_decodes;
