@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/cuda_check.h"
 #include "kernels/df11_codec.h"
 #include "kernels/df11_decode_cuda.h"
@@ -47,11 +48,6 @@ std::vector<uint16_t> MakeLayer(uint32_t seed) {
   return w;
 }
 
-float Median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 template <typename F>
 float TimeMs(int warmup, int reps, int rotate, F&& launch) {
   cudaEvent_t a, b;
@@ -59,7 +55,7 @@ float TimeMs(int warmup, int reps, int rotate, F&& launch) {
   CK(cudaEventCreate(&b));
   for (int i = 0; i < warmup; ++i) launch(i % rotate);
   CK(cudaDeviceSynchronize());
-  std::vector<float> times;
+  std::vector<double> times;
   for (int i = 0; i < reps; ++i) {
     CK(cudaEventRecord(a));
     launch(i % rotate);
@@ -70,7 +66,7 @@ float TimeMs(int warmup, int reps, int rotate, F&& launch) {
     times.push_back(ms);
   }
   CK(cudaGetLastError());
-  return Median(times);
+  return static_cast<float>(df11::Median(times));
 }
 
 }  // namespace

@@ -207,8 +207,7 @@ int Main(int argc, char** argv) {
       CK(cudaEventElapsedTime(&ms, ea, eb));
       if (rep >= 2) sustained[tuned ? 1 : 0].push_back(ms);
     }
-    for (auto& v : sustained) std::sort(v.begin(), v.end());
-    const double sd = sustained[0][sustained[0].size() / 2], sb = sustained[1][sustained[1].size() / 2];
+    const double sd = Median(sustained[0]), sb = Median(sustained[1]);
     std::printf(
         "\nT=%lld sustained (36 layers' linears back to back, median of 5, alternating): default %.3f ms, "
         "best per linear %.3f ms (%.3fx)\n",

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "bench/read_roofline.h"
 
 namespace df11 {
@@ -39,7 +40,7 @@ double ReadBandwidthBytesPerSecond(int64_t bytes, int reps) {
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
-  std::vector<float> ms;
+  std::vector<double> ms;
   for (int r = 0; r < reps + 2; ++r) {
     cudaEventRecord(start);
     ReadKernel<<<blocks, 512>>>(data, n, sink);
@@ -53,8 +54,7 @@ double ReadBandwidthBytesPerSecond(int64_t bytes, int reps) {
   cudaEventDestroy(stop);
   cudaFree(data);
   cudaFree(sink);
-  std::sort(ms.begin(), ms.end());
-  const double median = ms[ms.size() / 2] * 1e-3;
+  const double median = Median(ms) * 1e-3;
   return cudaGetLastError() == cudaSuccess && median > 0 ? static_cast<double>(n * 16) / median : 0;
 }
 
