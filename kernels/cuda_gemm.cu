@@ -3,7 +3,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstring>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda_gemm.h"
 
@@ -39,6 +42,30 @@ struct LtDescriptors {
   }
 };
 
+// counts[t] += the elements i < n where a[i] != b[i] (bit patterns).
+__global__ void CountUnequalKernel(const uint16_t* a, const uint16_t* b, int64_t n, unsigned long long* count) {
+  unsigned int differ = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    differ += a[i] != b[i];
+  }
+  if (differ != 0) atomicAdd(count, static_cast<unsigned long long>(differ));
+}
+
+// Random N(0, 1) bf16 values (fixed seed), rounded to nearest even.
+std::vector<uint16_t> RandomBf16(size_t n) {
+  std::mt19937 rng(20261129);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<uint16_t> v(n);
+  for (uint16_t& e : v) {
+    const float f = dist(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    e = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  }
+  return v;
+}
+
 }  // namespace
 
 GemmHandle::~GemmHandle() {
@@ -66,11 +93,65 @@ Status GemmHandle::Gemm(const uint16_t* x, const uint16_t* w, int64_t tokens, in
                         uint16_t* y) {
   if (handle_ == nullptr) return FailedPrecondition("GEMM handle not initialised");
   if (RunsWgmmaTile(x, w, tokens, n, k)) {
+    if (!accumulate && Alignment(x) == 256 && Alignment(y) == 256 && CublasKeepsBits(n, k, tokens)) {
+      return CublasGemm(x, w, tokens, n, k, false, y);
+    }
     return WgmmaTileGemm(x, w, nullptr, tokens, n, k, accumulate, y, stream_, kWgmmaTileModelConfig);
   }
   if (RunsTile(x, w, tokens, k)) return cuda::TileGemm(x, w, nullptr, tokens, n, k, accumulate, y, stream_);
   if (GemvApplies(x, w, tokens, k)) return cuda::Gemv(x, w, nullptr, tokens, n, k, accumulate, y, stream_);
   return CublasGemm(x, w, tokens, n, k, accumulate, y);
+}
+
+bool GemmHandle::CublasKeepsBits(int64_t n, int64_t k, int64_t tokens) const {
+  if (tokens < 0 || tokens > kWgmmaTileMaxTokens) return false;
+  for (const CublasBits& c : cublas_bits_) {
+    if (c.n == n && c.k == k) return c.tokens.test(static_cast<size_t>(tokens));
+  }
+  return false;
+}
+
+StatusOr<std::vector<int64_t>> GemmHandle::CheckCublasBits(const uint16_t* w, int64_t n, int64_t k) {
+  if (handle_ == nullptr) return FailedPrecondition("GEMM handle not initialised");
+  std::vector<int64_t> differed;
+  const int64_t first = kWgmmaTileModelMinTokens, last = kWgmmaTileMaxTokens;
+  // WgmmaTileApplies with an aligned x: the shapes the tile linear takes (and a GPU that runs it).
+  if (!WgmmaTileApplies(w, first, n, k, kTileGemmMaxTokens) || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
+    return differed;
+  }
+  const uint64_t y_bytes = static_cast<uint64_t>(last) * static_cast<uint64_t>(n) * 2;
+  DF11_ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(static_cast<uint64_t>(last * k) * 2, "cuBLAS bits check x"));
+  DF11_ASSIGN_OR_RETURN(DeviceBuffer y_cublas, DeviceBuffer::Allocate(y_bytes, "cuBLAS bits check y"));
+  DF11_ASSIGN_OR_RETURN(DeviceBuffer y_tile, DeviceBuffer::Allocate(y_bytes, "cuBLAS bits check y"));
+  DF11_ASSIGN_OR_RETURN(DeviceBuffer counts,
+                        DeviceBuffer::Allocate(static_cast<uint64_t>(last + 1) * 8, "cuBLAS bits check counts"));
+  const std::vector<uint16_t> host_x = RandomBf16(static_cast<size_t>(last * k));
+  DF11_RETURN_IF_ERROR(CopyToDevice(x.data(), host_x.data(), host_x.size() * 2, stream_));
+  DF11_RETURN_IF_ERROR(FillZero(counts.data(), counts.bytes(), stream_));
+  const auto s = reinterpret_cast<cudaStream_t>(stream_);
+  for (int64_t t = first; t <= last; ++t) {
+    DF11_RETURN_IF_ERROR(CublasGemm(x.as<uint16_t>(), w, t, n, k, false, y_cublas.as<uint16_t>()));
+    DF11_RETURN_IF_ERROR(WgmmaTileGemm(x.as<uint16_t>(), w, nullptr, t, n, k, false, y_tile.as<uint16_t>(), stream_,
+                                       kWgmmaTileModelConfig));
+    CountUnequalKernel<<<264, 256, 0, s>>>(y_cublas.as<uint16_t>(), y_tile.as<uint16_t>(), t * n,
+                                           counts.as<unsigned long long>() + t);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+      return Internal(std::string("cuBLAS bits check: ") + cudaGetErrorString(e));
+    }
+  }
+  std::vector<unsigned long long> host_counts(static_cast<size_t>(last + 1));
+  DF11_RETURN_IF_ERROR(CopyToHost(host_counts.data(), counts.data(), counts.bytes(), stream_));
+  CublasBits found{n, k, {}};
+  for (int64_t t = first; t <= last; ++t) {
+    if (host_counts[static_cast<size_t>(t)] == 0) {
+      found.tokens.set(static_cast<size_t>(t));
+    } else {
+      differed.push_back(t);
+    }
+  }
+  std::erase_if(cublas_bits_, [&](const CublasBits& c) { return c.n == n && c.k == k; });
+  cublas_bits_.push_back(found);
+  return differed;
 }
 
 Status GemmHandle::CublasGemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k,

@@ -8,7 +8,9 @@
 // Compiles without nvcc; defined only when DF11_HAVE_CUDA. Thread-safety: one user at a time.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cuda_ops.h"
 
@@ -123,8 +125,9 @@ Status WgmmaTileGemmGated(Activation act, const uint16_t* x, const uint16_t* w, 
 // kWgmmaTileModelConfig for BF16 and WgmmaTileDf11Config for DF11, whose bits agree: above): on a
 // compute capability 9.0 GPU, for the matrices a DF11 model keeps at 4 rows per tile
 // (FixedRowsPerTile: gate|up and lm_head of the 8B shape), from kWgmmaTileModelMinTokens (a plain
-// linear) or kWgmmaTileGatedModelMinTokens (gate|up with its activation) to min(kTileGemmMaxTokens,
-// tile_max_tokens) tokens, where TileGemm ran before. On the H100 (configuration 3 or 4 for DF11,
+// linear) or kWgmmaTileGatedModelMinTokens (gate|up with its activation) to WgmmaTileModelMaxTokens
+// (tile_max_tokens) tokens, where TileGemm ran before (and above 64 tokens decode-then-cuBLAS: there
+// a BF16 W keeps cuBLAS where GemmHandle::CheckCublasBits finds the same bits). On the H100 (configuration 3 or 4 for DF11,
 // bench/results/wgmma_tile_h100_gated*.log) gate|up with its activation ran 0.83-0.91x (BF16) and
 // 0.95-0.97x (DF11) the time of what ran before at 33-64 tokens, lm_head 0.98-0.99x and 0.86-0.87x.
 // With DF11's configuration 5 (H200, bench/results/wgmma_tile_h200_16_warps.log) gate|up with its
@@ -139,6 +142,11 @@ inline constexpr int kWgmmaTileModelConfig = 3;
 // linear up to 48 tokens, else 3 (H200, wgmma_tile_h200_16_warps.log: lm_head 0.93-0.96x
 // configuration 3 at 33 and 48 tokens, 1.04x at 64).
 inline int WgmmaTileDf11Config(bool gated, int64_t tokens) { return gated || tokens <= 48 ? 5 : 3; }
+// The most tokens the model runs the wgmma tile linear at: kWgmmaTileMaxTokens where tile_max_tokens
+// is kTileGemmMaxTokens (the default), else tile_max_tokens (32: cuBLAS from 33 tokens).
+inline int64_t WgmmaTileModelMaxTokens(int64_t tile_max_tokens) {
+  return tile_max_tokens >= kTileGemmMaxTokens ? kWgmmaTileMaxTokens : tile_max_tokens;
+}
 // Whether a linear [n, k] at these tokens takes the wgmma tile linear in the model (x 16-byte aligned).
 bool WgmmaTileApplies(const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int64_t tile_max_tokens);
 // WgmmaTileApplies for the gate|up matrix [2 inter, k], with inter % 32 == 0 (WgmmaTileGemmGated).
@@ -164,12 +172,28 @@ class GemmHandle {
   void set_wgmma_tile(bool on) { wgmma_tile_ = on; }
   int64_t wgmma_tile_max_tokens() const { return wgmma_tile_ ? tile_max_tokens_ : 0; }
   // Every pointer device memory; x, w, y 16-byte aligned. kTileGemmMinTokens..tile_max_tokens()
-  // tokens run TileGemm (WgmmaTileGemm where WgmmaTileApplies), fewer Gemv, more cuBLAS: the kernel
-  // depends on the shapes, alignment and GPU only, never on where W came from (a DF11 weight and
-  // its BF16 twin give the same bits).
+  // tokens run TileGemm, fewer Gemv, more cuBLAS; WgmmaTileGemm where WgmmaTileApplies (to 128
+  // tokens), or cuBLAS there where CheckCublasBits found its bits: the kernel's bits depend on the
+  // shapes, alignment and GPU only, never on where W came from (a DF11 weight and its BF16 twin
+  // give the same bits).
   // INTERNAL (naming the shapes) on a cuBLAS error.
   Status Gemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
               uint16_t* y);
+  // Where cuBLAS gives WgmmaTileGemm's bits. For a [n, k] matrix that the wgmma tile linear takes
+  // (WgmmaTileApplies), runs cuBLAS and WgmmaTileGemm (kWgmmaTileModelConfig) on `w` and random x at
+  // every token count from kWgmmaTileModelMinTokens to kWgmmaTileMaxTokens, x and y 256-byte
+  // aligned, and counts the outputs that differ on the device. Gemm then runs cuBLAS instead of
+  // WgmmaTileGemm at the counts where none differed and x and y are 256-byte aligned (cuBLAS picks
+  // its kernel by shape and alignment): the same bits, at cuBLAS's speed. On an H200 cuBLAS adds
+  // each output's 16-column wgmma steps in column order as the tile linear does wherever it does
+  // not split K (bench/results/wgmma_tile_h200_*.log: 0 of every output differed on gate|up and
+  // lm_head of the 8B shape at 16-128 tokens). Returns the counts that differed (empty: cuBLAS
+  // everywhere); nothing for shapes WgmmaTileApplies never takes. Waits for the stream. INTERNAL on
+  // a CUDA or cuBLAS error, RESOURCE_EXHAUSTED without device memory for x and two y [128, n].
+  StatusOr<std::vector<int64_t>> CheckCublasBits(const uint16_t* w, int64_t n, int64_t k);
+  // Whether Gemm runs cuBLAS for a [n, k] matrix at these tokens with WgmmaTileGemm's bits
+  // (CheckCublasBits found them equal; x and y 256-byte aligned; no accumulate).
+  bool CublasKeepsBits(int64_t n, int64_t k, int64_t tokens) const;
   // Gemm through cuBLAS whatever the tokens (benchmarks compare the small-batch kernels with it).
   // ldy: elements between y's rows (0: n), so a slice of W's rows writes its columns of a wider y.
   Status CublasGemm(const uint16_t* x, const uint16_t* w, int64_t tokens, int64_t n, int64_t k, bool accumulate,
@@ -199,6 +223,12 @@ class GemmHandle {
 
   int64_t tile_max_tokens_ = kTileGemmMaxTokens;
   bool wgmma_tile_ = true;
+  // CheckCublasBits's findings: per [n, k], bit t set where cuBLAS gave WgmmaTileGemm's bits at t tokens.
+  struct CublasBits {
+    int64_t n = 0, k = 0;
+    std::bitset<kWgmmaTileMaxTokens + 1> tokens;
+  };
+  std::vector<CublasBits> cublas_bits_;
   void* handle_ = nullptr;     // cublasHandle_t
   void* lt_handle_ = nullptr;  // cublasLtHandle_t
   GpuStream stream_ = nullptr;

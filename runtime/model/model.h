@@ -74,9 +74,12 @@ struct ModelOptions {
   int tile_max_tokens = 64;
   // kCuda on a compute capability 9.0 GPU: the matrices a DF11 model keeps at 4 rows per tile
   // (gate|up and lm_head of the 8B shape) run the Hopper wgmma tile linear from 33 (gate|up with
-  // its activation: 17) to tile_max_tokens tokens, in both formats (kernels/cuda_gemm.h,
-  // WgmmaTileApplies); false: the TileGemm pair as before. A DF11 model and its BF16 twin give the
-  // same bits when both load with the same value.
+  // its activation: 17) to 128 tokens (tile_max_tokens 32: to 32; kernels/cuda_gemm.h,
+  // WgmmaTileApplies): DF11 fused, a BF16 W by WgmmaTileGemm or, from 33 tokens, by cuBLAS where
+  // the load found that cuBLAS gives its bits on this GPU (GemmHandle::CheckCublasBits; a token
+  // count where it does not is a load warning); false: the TileGemm pair to tile_max_tokens, then
+  // decode-then-cuBLAS as before. A DF11 model and its BF16 twin give the same bits when both load
+  // with the same value.
   bool wgmma_tile = true;
   // DF11 checkpoint: every unit is decoded once at load (on the CPU) and kept as BF16, so the model
   // holds and runs exactly as its BF16 original would (same bits, same kernels, BF16's bytes and

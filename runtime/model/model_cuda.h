@@ -187,21 +187,29 @@ struct Model::CudaState {
   Status TranscodeLinear(DeviceLinear& d, const std::string& name);
   // Replaces the units whose every element is in lane streams by copies without their streams.
   Status SlimUnits();
+  // GemmHandle::CheckCublasBits for each shape of the BF16 matrices without a bias (where the
+  // wgmma tile linear runs above 32 tokens); token counts where cuBLAS differs become warnings.
+  Status CheckCublasBits();
   // One matrix of `parts` stacked by rows (biases concatenated, zeros for a part without one): a
   // BF16 copy in one allocation, or DF11 slices that lie next to each other in the scratch
   // (UNIMPLEMENTED, naming them, when the unit orders them otherwise).
   StatusOr<DeviceLinear> UploadFused(const Checkpoint& checkpoint, const std::vector<const LinearWeight*>& parts);
   // Step helpers (model_cuda_step.cc).
   StatusOr<StepBuffers> PrepareBuffers(const ModelConfig& c, int64_t tokens, int64_t rows);
-  // Makes w's BF16 matrix available (decoding its unit into the scratch if needed, and, decoding
-  // ahead, starting its successor's decode).
-  StatusOr<const uint16_t*> WeightData(const DeviceLinear& w);
+  // Makes w's BF16 matrix available for a linear of `tokens` tokens (decoding its unit into the
+  // scratch if needed, and, decoding ahead, starting its successor's decode).
+  StatusOr<const uint16_t*> WeightData(const DeviceLinear& w, int64_t tokens);
   // The sign_mantissa bytes of w's lane streams (w.lanes >= 0): its slice of its unit's.
   const uint8_t* SignMantissa(const DeviceLinear& w) const {
     return units[w.unit]->buffer.unit().sign_mantissa + w.unit_offset;
   }
-  // Decodes unit `unit` into dst (its scratch layout) on `s`, timed by decode_timer.
-  Status DecodeUnit(int unit, uint16_t* dst, GpuStream s);
+  // Decodes unit `unit` into dst (its scratch layout) on `s` for linears of `tokens` tokens, timed by
+  // decode_timer: the matrices FusedWithoutScratch at those tokens are left out.
+  Status DecodeUnit(int unit, uint16_t* dst, GpuStream s, int64_t tokens);
+  // Whether a linear on lanes `l` runs fused at `tokens` tokens where its unit would otherwise be
+  // decoded into the scratch: above gemm.tile_max_tokens(), fixed lanes of 4 rows per tile on the
+  // wgmma tile linear (cuda::WgmmaTileApplies; x is 16-byte aligned, as every step buffer is).
+  bool FusedWithoutScratch(const DeviceLanes& l, int64_t tokens) const;
   // Makes `stream` wait for a decode ahead still pending, and forgets what the halves hold.
   Status JoinDecodes();
   // launch(), which enqueues one linear on the stream, between gemm_timer's events when profiling.

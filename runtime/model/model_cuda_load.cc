@@ -337,6 +337,39 @@ Status Model::CudaState::SlimUnits() {
   return Status::Ok();
 }
 
+Status Model::CudaState::CheckCublasBits() {
+  if (gemm.wgmma_tile_max_tokens() <= cuda::kTileGemmMaxTokens / 2) return Status::Ok();  // no wgmma above 32 tokens
+  std::vector<const DeviceLinear*> plain;  // BF16 matrices that reach GemmHandle::Gemm without a bias
+  for (const DeviceLayer& layer : layers) {
+    for (const DeviceLinear& w : layer.linears) plain.push_back(&w);
+  }
+  plain.push_back(&lm_head);
+  std::vector<std::pair<int64_t, int64_t>> done;
+  for (const DeviceLinear* w : plain) {
+    const std::pair<int64_t, int64_t> shape{w->out_features, w->in_features};
+    if (w->plain == nullptr || w->unit >= 0 || w->bias != nullptr || std::ranges::find(done, shape) != done.end()) {
+      continue;
+    }
+    done.push_back(shape);
+    DF11_ASSIGN_OR_RETURN(const std::vector<int64_t> differed,
+                          gemm.CheckCublasBits(w->plain, shape.first, shape.second));
+    if (differed.empty()) continue;
+    std::string counts;
+    for (size_t i = 0; i < differed.size(); ++i) {
+      size_t j = i;
+      while (j + 1 < differed.size() && differed[j + 1] == differed[j] + 1) ++j;
+      if (!counts.empty()) counts += ", ";
+      counts += std::to_string(differed[i]);
+      if (j > i) counts.append(1, '-').append(std::to_string(differed[j]));
+      i = j;
+    }
+    warnings.push_back("cuBLAS does not give the wgmma tile linear's bits for a [" + std::to_string(shape.first) +
+                       ", " + std::to_string(shape.second) + "] matrix at " + counts +
+                       " tokens on this GPU: the tile linear runs there (slower than cuBLAS)");
+  }
+  return Status::Ok();
+}
+
 Status Model::LoadCuda() {
   if (CudaDeviceCount() == 0) return FailedPrecondition(checkpoint_->dir() + ": no CUDA device");
   cuda_ = std::make_unique<CudaState>();
@@ -429,6 +462,7 @@ Status Model::LoadCuda() {
   DF11_RETURN_IF_ERROR(st.PrepareBuffers(config_, 256, 1).status());
   DF11_RETURN_IF_ERROR(
       st.sampler_workspace.Reserve(cuda::SamplingWorkspaceBytes(config_.vocab_size), "sampler workspace"));
+  DF11_RETURN_IF_ERROR(st.CheckCublasBits());
   DF11_RETURN_IF_ERROR(cuda::Synchronize(st.stream));
   st.uploader.reset();
   report_.device = Device::kCuda;

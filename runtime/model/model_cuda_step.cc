@@ -1,9 +1,10 @@
 // Model::StepCuda: the CUDA backend of the decoder layer (decoder_layer.h), bf16 activations.
 // One stream; the host enqueues the whole step and waits once, for the logits. DF11 linears with
 // lane streams run a fused DF11 linear up to ModelOptions::tile_max_tokens tokens (the GEMV below
-// kTileGemmMinTokens, the tensor-core TileGemm from there for fixed lanes); otherwise DF11 units
-// decode into the scratch right before their layer; embedding rows of DF11 models decode in one launch
-// (only the step's distinct tokens).
+// kTileGemmMinTokens, the tensor-core TileGemm from there for fixed lanes), fixed lanes of 4 rows
+// per tile on the wgmma tile linear to 128 on Hopper; otherwise DF11 units decode into the scratch
+// right before their layer (leaving out the matrices that run fused); embedding rows of DF11 models
+// decode in one launch (only the step's distinct tokens).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -100,7 +101,12 @@ StatusOr<StepBuffers> Model::CudaState::PrepareBuffers(const ModelConfig& c, int
   return b;
 }
 
-Status Model::CudaState::DecodeUnit(int unit, uint16_t* dst, GpuStream s) {
+bool Model::CudaState::FusedWithoutScratch(const DeviceLanes& l, int64_t tokens) const {
+  return tokens > gemm.tile_max_tokens() && Df11WgmmaTileLanes(l) &&
+         cuda::WgmmaTileApplies(nullptr, tokens, l.rows, l.cols, gemm.wgmma_tile_max_tokens());
+}
+
+Status Model::CudaState::DecodeUnit(int unit, uint16_t* dst, GpuStream s, int64_t tokens) {
   const DeviceUnitPlan& plan = *units[unit];
   const DeviceUnit& u = plan.buffer.unit();
   DF11_RETURN_IF_ERROR(decode_timer.Begin(s));
@@ -108,6 +114,7 @@ Status Model::CudaState::DecodeUnit(int unit, uint16_t* dst, GpuStream s) {
     bool after_fixed = false;  // the stream's previous operation is the decode of a fixed-lane matrix before it
     for (const DeviceUnitPlan::LaneMatrix& m : plan.lane_matrices) {
       const DeviceLanes& l = lanes[m.lanes].lanes();
+      if (FusedWithoutScratch(l, tokens)) continue;  // its linear reads the lanes at these tokens
       const Status st =
           LaunchLanesDecode(l, TablesOf(u), u.sign_mantissa + m.unit_offset, dst + m.scratch_offset, s, after_fixed);
       if (!st.ok()) return st.WithContext(plan.host->path);
@@ -130,7 +137,7 @@ Status Model::CudaState::JoinDecodes() {
   return Status::Ok();
 }
 
-StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
+StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w, int64_t tokens) {
   if (w.unit < 0) return w.plain;
   const bool ahead =
       decode_stream != nullptr && (!capturing || ahead_in_graphs) && units[w.unit]->scratch_elements <= half_elements;
@@ -141,7 +148,7 @@ StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
     }
     if (loaded_unit != w.unit) {
       loaded_unit = -1;
-      DF11_RETURN_IF_ERROR(DecodeUnit(w.unit, scratch->data(), stream));
+      DF11_RETURN_IF_ERROR(DecodeUnit(w.unit, scratch->data(), stream, tokens));
       loaded_unit = w.unit;
     }
     return static_cast<const uint16_t*>(scratch->data() + w.scratch_offset);
@@ -159,7 +166,7 @@ StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
     }
     h = half_unit[0] == current_unit && current_unit >= 0 ? 1 : 0;
     half_unit[h] = -1;
-    DF11_RETURN_IF_ERROR(DecodeUnit(w.unit, scratch->data() + h * half_elements, stream));
+    DF11_RETURN_IF_ERROR(DecodeUnit(w.unit, scratch->data() + h * half_elements, stream, tokens));
     half_unit[h] = w.unit;
   }
   if (w.unit != current_unit) {  // the unit's first linear: start its successor's decode
@@ -170,7 +177,7 @@ StatusOr<const uint16_t*> Model::CudaState::WeightData(const DeviceLinear& w) {
       DF11_RETURN_IF_ERROR(scratch_free.Record(stream));
       DF11_RETURN_IF_ERROR(scratch_free.Wait(decode_stream));
       half_unit[1 - h] = -1;
-      DF11_RETURN_IF_ERROR(DecodeUnit(next, scratch->data() + (1 - h) * half_elements, decode_stream));
+      DF11_RETURN_IF_ERROR(DecodeUnit(next, scratch->data() + (1 - h) * half_elements, decode_stream, tokens));
       DF11_RETURN_IF_ERROR(decode_ready.Record(decode_stream));
       half_unit[1 - h] = next;
       pending = next;
@@ -193,7 +200,12 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
                                    cuda::WgmmaTileDf11Config(false, tokens));
         });
       }
-      // Other lanes: through the scratch into GemmHandle, which runs WgmmaTileGemm here.
+      // Other lanes: through the scratch into GemmHandle, which runs WgmmaTileGemm (or cuBLAS with
+      // its bits) here.
+    } else if (FusedWithoutScratch(l, tokens)) {  // never: step buffers are 256-byte aligned
+      return Internal("DF11 linear [" + std::to_string(w.out_features) + ", " + std::to_string(w.in_features) +
+                      "] at " + std::to_string(tokens) +
+                      " tokens: x not 16-byte aligned for the wgmma tile linear, and its unit's decode left it out");
     } else if (const bool gemv = tokens < cuda::kTileGemmMinTokens && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                                  Df11GemvTakes(l, tokens);
                gemv || (tokens <= gemm.tile_max_tokens() && Df11TileGemmApplies(x, l, tokens))) {
@@ -204,7 +216,7 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
       });
     }
   }
-  DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
+  DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w, tokens));
   return TimedGemm([&] {
     return w.bias != nullptr ? gemm.GemmBias(x, data, w.bias, tokens, w.out_features, w.in_features, y, stream)
                              : gemm.Gemm(x, data, tokens, w.out_features, w.in_features, false, y);
@@ -237,11 +249,19 @@ Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t*
           });
         }
       }
-      DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
-      return TimedGemm([&] {
-        return cuda::WgmmaTileGemmGated(act, x, data, w.bias, tokens, inter, w.in_features, out, stream,
-                                        cuda::kWgmmaTileModelConfig);
-      });
+      // A BF16 W from 33 tokens where cuBLAS gives WgmmaTileGemm's bits (GemmHandle::CheckCublasBits):
+      // cuBLAS then the activation below, the pair's bits (tests/kernels/df11_lanes_test.cc,
+      // FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit). On an H200 cuBLAS takes 0.060-0.063 ms for the
+      // 8B shape's gate|up at 33-64 tokens against the tile linear's 0.074-0.081 (wgmma_tile_h200_16_warps.log).
+      const bool cublas = w.lanes < 0 && w.bias == nullptr && tokens >= cuda::kWgmmaTileModelMinTokens &&
+                          gemm.CublasKeepsBits(w.out_features, w.in_features, tokens);
+      if (!cublas) {
+        DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w, tokens));
+        return TimedGemm([&] {
+          return cuda::WgmmaTileGemmGated(act, x, data, w.bias, tokens, inter, w.in_features, out, stream,
+                                          cuda::kWgmmaTileModelConfig);
+        });
+      }
     }
     const bool tile = tokens >= cuda::kTileGemmMinTokens && tokens <= gemm.tile_max_tokens();
     if (tile && w.lanes >= 0 && Df11TileGemmGatedApplies(x, lanes[w.lanes].lanes(), tokens, inter)) {
@@ -250,7 +270,7 @@ Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t*
       });
     }
     if (tile && w.lanes < 0 && tokens <= kBf16TileGatedMaxTokens) {
-      DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
+      DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w, tokens));
       if (cuda::TileGemmGatedApplies(x, data, tokens, inter, w.in_features)) {
         return TimedGemm(
             [&] { return cuda::TileGemmGated(act, x, data, w.bias, tokens, inter, w.in_features, out, stream); });
@@ -262,7 +282,7 @@ Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t*
       });
     }
     if (tokens == 1 && w.lanes < 0) {
-      DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w));
+      DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w, tokens));
       if (cuda::GemvApplies(x, data, tokens, w.in_features)) {
         return TimedGemm(
             [&] { return cuda::GemvGated(act, x, data, w.bias, tokens, inter, w.in_features, out, stream); });

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <string>
@@ -845,6 +846,54 @@ TEST(CudaOps, WgmmaGemmMatchesCpu) {
                             workspace.as<float>(), nullptr)
                 .code(),
             StatusCode::kInvalidArgument);
+}
+
+// GemmHandle::CheckCublasBits: a matrix the wgmma tile linear takes (4 rows per tile: 8,192 rows)
+// is checked at 33-128 tokens; where it found cuBLAS equal, Gemm (which runs cuBLAS there) gives
+// WgmmaTileGemm's bits on other x than the check's, and cuBLAS itself does; where it did not, Gemm
+// still gives them (the tile linear). A matrix of one row per tile is not the tile linear's: nothing
+// is checked, cuBLAS never stands in. On an H200 cuBLAS had the bits at every count
+// (bench/results/wgmma_tile_h200_*.log); the counts that took it are printed.
+TEST(CudaOps, GemmTakesCublasOnlyWithTheWgmmaTileBits) {
+  REQUIRE_GPU();
+  if (!cuda::WgmmaGemmAvailable()) GTEST_SKIP() << "not a compute capability 9.0 GPU: the wgmma tile linear not tested";
+  const int64_t n = 8192, k = 512;
+  auto stream = cuda::CreateStream();
+  ASSERT_TRUE(stream.ok());
+  cuda::GemmHandle gemm;
+  ASSERT_TRUE(gemm.Init(*stream).ok());
+  const auto dw = Upload(RandomBf16(n * k, 50, 0.05f));
+  EXPECT_FALSE(gemm.CublasKeepsBits(n, k, 64));  // nothing checked yet
+  auto differed = gemm.CheckCublasBits(dw.as<uint16_t>(), n, k);
+  ASSERT_TRUE(differed.ok()) << differed.status().ToString();
+  std::string took;
+  for (const int64_t tokens : {33, 48, 64, 65, 100, 128}) {
+    SCOPED_TRACE(std::to_string(tokens) + " tokens");
+    const bool keeps = std::find(differed->begin(), differed->end(), tokens) == differed->end();
+    EXPECT_EQ(gemm.CublasKeepsBits(n, k, tokens), keeps);
+    if (keeps) took.append(1, ' ').append(std::to_string(tokens));
+    const auto dx = Upload(RandomBf16(tokens * k, 51 + static_cast<uint32_t>(tokens)));
+    auto y = Upload(std::vector<uint16_t>(tokens * n)), tile = Upload(std::vector<uint16_t>(tokens * n));
+    auto cublas = Upload(std::vector<uint16_t>(tokens * n));
+    ASSERT_TRUE(gemm.Gemm(dx.as<uint16_t>(), dw.as<uint16_t>(), tokens, n, k, false, y.as<uint16_t>()).ok());
+    ASSERT_TRUE(gemm.CublasGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), tokens, n, k, false, cublas.as<uint16_t>()).ok());
+    ASSERT_TRUE(cuda::WgmmaTileGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, false,
+                                    tile.as<uint16_t>(), *stream, cuda::kWgmmaTileModelConfig)
+                    .ok());
+    ASSERT_TRUE(cuda::Synchronize(*stream).ok());
+    const auto want = Download<uint16_t>(tile, tokens * n);
+    EXPECT_EQ(Download<uint16_t>(y, tokens * n), want);
+    if (keeps) {
+      EXPECT_EQ(Download<uint16_t>(cublas, tokens * n), want);
+    }
+  }
+  std::printf("[ cuBLAS  ] [%lld, %lld]: cuBLAS with the tile linear's bits at%s tokens (%zu of 96 counts differ)\n",
+              static_cast<long long>(n), static_cast<long long>(k), took.c_str(), differed->size());
+  auto one_row = gemm.CheckCublasBits(dw.as<uint16_t>(), 4096, 1024);  // FixedRowsPerTile: 1 row per tile
+  ASSERT_TRUE(one_row.ok());
+  EXPECT_TRUE(one_row->empty());
+  EXPECT_FALSE(gemm.CublasKeepsBits(4096, 1024, 64));
+  cuda::DestroyStream(*stream);
 }
 
 #endif  // DF11_HAVE_CUDA

@@ -1061,7 +1061,7 @@ TEST(Df11LanesCuda, FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit) {
     }
   }
   // The model's choice: 4 rows per tile (FixedRowsPerTile: 8,192 rows and more, or an odd number of
-  // a row's lane entries), 33 (gate|up with its activation: 17) to min(64, tile_max_tokens) tokens;
+  // a row's lane entries), 33 (gate|up with its activation: 17) to 128 tokens (tile_max_tokens 32: 32);
   // DF11 in configuration 5 for gate|up with its activation and, otherwise, up to 48 tokens; else 3.
   const auto x = Upload(std::vector<uint16_t>(size_t{64} * 4096, 0));
   const uint16_t* dx = x.as<uint16_t>();
@@ -1069,7 +1069,10 @@ TEST(Df11LanesCuda, FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit) {
   EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 64, 151936, 4096, 64));
   EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 40, 96, 64, 64));  // one lane entry a row
   EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 32, 151936, 4096, 64));
-  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 65, 151936, 4096, 64));
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 65, 151936, 4096, 64));
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 128, 151936, 4096, 64));
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 129, 151936, 4096, 64));
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 33, 151936, 4096, 32));
   EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 40, 151936, 4096, 32));  // tile_max_tokens 32: cuBLAS
   EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 40, 4096, 4096, 64));    // 1 row per tile
   EXPECT_FALSE(cuda::WgmmaTileApplies(dx + 1, 40, 151936, 4096, 64));
@@ -1077,7 +1080,9 @@ TEST(Df11LanesCuda, FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit) {
   EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 17, 12288, 4096, 64));
   EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 24, 12288, 4096, 32));
   EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 16, 12288, 4096, 64));
-  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 65, 12288, 4096, 64));
+  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 100, 12288, 4096, 64));
+  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 129, 12288, 4096, 64));
+  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 33, 12288, 4096, 32));
   EXPECT_EQ(cuda::WgmmaTileDf11Config(true, 24), 5);
   EXPECT_EQ(cuda::WgmmaTileDf11Config(true, 64), 5);
   EXPECT_EQ(cuda::WgmmaTileDf11Config(false, 48), 5);
