@@ -10,6 +10,10 @@
 // against best) with TFLOP/s; then the 36 layers' linears back to back (the GPU at its power cap,
 // as in a prefill) with the default and with each linear's best candidate, 5 runs each in turn,
 // medians. Compute-bound shapes: W is not rotated.
+// --vs-tile (token counts of 3-64): also the BF16 TileGemm the model runs there (its time, and
+// whether the default and each candidate give its bits: a cuBLAS algorithm with TileGemm's
+// reduction order could stand in for it, as cuBLAS does for the wgmma tile linear where
+// GemmHandle::CheckCublasBits finds it), and the layer's linears summed with TileGemm.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -25,6 +29,7 @@
 #include "bench/bench_main.h"
 #include "bench/cuda_check.h"
 #include "bench/linear_timing.h"
+#include "kernels/cuda_gemm.h"
 
 namespace df11 {
 namespace {
@@ -80,7 +85,10 @@ int Main(int argc, char** argv) {
   const std::string json_path = JsonPathArg(argc, argv);
   std::vector<int64_t> token_counts = {512, 2048, 4096};
   int max_algos = 32;
-  for (int i = 1; i + 1 < argc; ++i) {
+  bool vs_tile = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--vs-tile") vs_tile = true;
+    if (i + 1 >= argc) continue;
     if (std::string(argv[i]) == "--tokens") token_counts = ParseList(argv[++i]);
     if (std::string(argv[i]) == "--algos") max_algos = std::atoi(argv[++i]);
   }
@@ -100,7 +108,8 @@ int Main(int argc, char** argv) {
   std::string json = "{\"gpu\": \"" + std::string(prop.name) + "\", \"runs\": [";
   bool first_json = true;
   for (int64_t t : token_counts) {
-    double sum_default = 0, sum_best = 0, flops = 0;
+    double sum_default = 0, sum_best = 0, flops = 0, sum_tile = 0;
+    const bool tile = vs_tile && t >= cuda::kTileGemmMinTokens && t <= cuda::kTileGemmMaxTokens;
     std::vector<LinearState> states(4);
     for (int li = 0; li < 4; ++li) {  // the layer's linears, not lm_head
       const StepLinear& s = kQwen3_8bStepLinears[li];
@@ -122,8 +131,28 @@ int Main(int argc, char** argv) {
       CK(cudaDeviceSynchronize());
       const double ms_default = MedianMs(
           1, [&](int) { run_default(y); }, 20);
-      std::vector<uint16_t> ref(static_cast<size_t>(t * s.n)), got(ref.size());
+      std::vector<uint16_t> ref(static_cast<size_t>(t * s.n)), got(ref.size()), tile_ref;
       CK(cudaMemcpy(ref.data(), y_ref, ref.size() * 2, cudaMemcpyDeviceToHost));
+      double ms_tile = 0;
+      if (tile) {  // the model's BF16 linear at these tokens, and its bits
+        auto run_tile = [&](uint16_t* out) {
+          const Status st_tile = cuda::TileGemm(x, w, nullptr, t, s.n, s.k, false, out, nullptr);
+          if (!st_tile.ok()) {
+            std::fprintf(stderr, "gemm_algo_bench: TileGemm: %s\n", st_tile.ToString().c_str());
+            std::exit(1);
+          }
+        };
+        run_tile(y);
+        CK(cudaDeviceSynchronize());
+        tile_ref.resize(ref.size());
+        CK(cudaMemcpy(tile_ref.data(), y, tile_ref.size() * 2, cudaMemcpyDeviceToHost));
+        ms_tile = MedianMs(
+            1, [&](int) { run_tile(y); }, 20);
+        sum_tile += ms_tile * 36;
+        std::printf("\n%s T=%lld: TileGemm %.4f ms; the default %s TileGemm's bits\n", s.name,
+                    static_cast<long long>(t), ms_tile,
+                    std::memcmp(tile_ref.data(), ref.data(), ref.size() * 2) == 0 ? "gives" : "does not give");
+      }
       // cublasLt with the same operands.
       cublasLtMatmulPreference_t pref = nullptr;
       const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -154,6 +183,7 @@ int Main(int argc, char** argv) {
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(got.data(), y, got.size() * 2, cudaMemcpyDeviceToHost));
         const bool same = std::memcmp(got.data(), ref.data(), got.size() * 2) == 0;
+        const bool same_tile = tile && std::memcmp(got.data(), tile_ref.data(), got.size() * 2) == 0;
         const double ms = MedianMs(
             1, [&](int) { run(y); }, 20);
         if (ms < best) {
@@ -161,11 +191,14 @@ int Main(int argc, char** argv) {
           st.best = algo;
           st.best_is_default = false;
         }
-        std::printf("  %3d %5d %5d %6d %6d %6d %6d %9.4f %7.3f %s\n", i, AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_ID),
+        std::printf("  %3d %5d %5d %6d %6d %6d %6d %9.4f %7.3f %s%s\n", i, AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_ID),
                     AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_TILE_ID), AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
                     AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
                     AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), ms, ms / ms_default,
-                    same ? "same" : "differ");
+                    same ? "same" : "differ",
+                    !tile       ? ""
+                    : same_tile ? " tile-same"
+                                : " tile-differ");
         json += std::string(first_json ? "" : ", ") + "{\"linear\": \"" + s.name +
                 "\", \"tokens\": " + std::to_string(t) + ", \"candidate\": " + std::to_string(i) +
                 ", \"algo_id\": " + std::to_string(AlgoAttr(algo, CUBLASLT_ALGO_CONFIG_ID)) +
@@ -231,6 +264,7 @@ int Main(int argc, char** argv) {
         "\nT=%lld: 36 layers' linears, default %.3f ms (%.0f TFLOP/s), best per linear %.3f ms (%.0f TFLOP/s)\n",
         static_cast<long long>(t), sum_default, flops / (sum_default * 1e-3) / 1e12, sum_best,
         flops / (sum_best * 1e-3) / 1e12);
+    if (tile) std::printf("T=%lld: the same linears with TileGemm %.3f ms\n", static_cast<long long>(t), sum_tile);
   }
   json += "]}\n";
   if (!json_path.empty()) std::ofstream(json_path) << json;
