@@ -42,7 +42,7 @@ struct LtDescriptors {
   }
 };
 
-// counts[t] += the elements i < n where a[i] != b[i] (bit patterns).
+// *count += the number of elements i < n where a[i] != b[i] (bit patterns).
 __global__ void CountUnequalKernel(const uint16_t* a, const uint16_t* b, int64_t n, unsigned long long* count) {
   unsigned int differ = 0;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
