@@ -147,9 +147,9 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
   // in one launch for fixed lanes while the BF16 twin runs the two; then the fused DF11 tensor-core
   // linear for fixed lanes, in its 8- and 64-token buckets; Huffman lanes decoded, then the same
   // TileGemm; on a compute capability 9.0 GPU, matrices of 4 rows per tile at 33-64 tokens, as 12
-  // sequences' 36-token first step and 64 sequences' decode steps, the wgmma tile linear in both
-  // formats; at 65-128 tokens, as 100 sequences' decode steps, DF11 on it while the BF16 model runs
-  // cuBLAS where GemmHandle::CheckCublasBits found its bits, and the DF11 units' decodes leave those
+  // sequences' 36-token first step and 64 sequences' decode steps, the wgmma tile linear for DF11
+  // and for BF16, or cuBLAS for BF16 where GemmHandle::CheckCublasBits found its bits; the same at
+  // 65-128 tokens, as 100 sequences' decode steps, where the DF11 units' decodes leave those
   // matrices out). At batch 1 the BF16 twin runs gate|up with its activation in one launch.
   for (int64_t seqs : {2, 3, 8, 12, 64, 100}) {
     SCOPED_TRACE(std::to_string(seqs) + " sequences");
