@@ -3,11 +3,11 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu_ops.h"
 #include "kernels/cuda_gemm.h"
 
 namespace df11::cuda {
@@ -57,12 +57,7 @@ std::vector<uint16_t> RandomBf16(size_t n) {
   std::mt19937 rng(20261129);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<uint16_t> v(n);
-  for (uint16_t& e : v) {
-    const float f = dist(rng);
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    e = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-  }
+  for (uint16_t& e : v) e = cpu::FloatToBf16(dist(rng));
   return v;
 }
 
