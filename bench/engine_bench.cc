@@ -20,7 +20,8 @@
 // Models beyond --max-model-bytes are served from the host (--max-host-model-bytes) or disk tier.
 // --resident-bf16 holds DF11 models decoded as BF16 (ModelSpec::resident_bf16): the BF16 original,
 // from the DF11 files alone (a model too large to keep on disk in both formats).
-// --tile-max-tokens sets every model's ModelSpec::tile_max_tokens (default 64; 32: cuBLAS from 33 tokens).
+// --tile-max-tokens sets every model's ModelSpec::tile_max_tokens (default 64; 32: cuBLAS from 33
+// tokens but for the wgmma tile linear's matrices).
 // Per level also: the largest and mean number of sequences in one step (how many run at once);
 // per model: its KV blocks and how many full prompt + output sequences they hold. On CUDA, the host
 // time of a decode-only step (host_per_decode_step_ms: mean, median, p90; Collected::host_seconds):

@@ -23,7 +23,8 @@
 // Decode steps replay CUDA graphs (ModelOptions::cuda_graphs; profiled runs never do); --eager
 // runs them op by op. DF11 linears run fused DF11 linears up to 64 tokens (ModelOptions::
 // df11_lanes: the GEMV at 1-2 tokens, the tensor-core TileGemm at 3-64; --tile-max-tokens 32
-// stops it, and the BF16 model's, at 32: ModelOptions::tile_max_tokens); --no-lanes decodes
+// stops it, and the BF16 model's, at 32, but for the wgmma tile linear's matrices, which keep it
+// to 128: ModelOptions::tile_max_tokens); --no-lanes decodes
 // every unit into the scratch first, as before. --lane-code picks
 // how lane streams code exponents (ModelOptions::df11_lane_code; default auto); --no-prefetch
 // decodes each unit just before its first linear instead of while the layer before runs

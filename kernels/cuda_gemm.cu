@@ -111,7 +111,7 @@ StatusOr<std::vector<int64_t>> GemmHandle::CheckCublasBits(const uint16_t* w, in
   std::vector<int64_t> differed;
   const int64_t first = kWgmmaTileModelMinTokens, last = kWgmmaTileMaxTokens;
   // WgmmaTileApplies with an aligned x: the shapes the tile linear takes (and a GPU that runs it).
-  if (!WgmmaTileApplies(w, first, n, k, kTileGemmMaxTokens) || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
+  if (!WgmmaTileApplies(w, first, n, k, kWgmmaTileMaxTokens) || reinterpret_cast<uintptr_t>(w) % 16 != 0) {
     return differed;
   }
   const uint64_t y_bytes = static_cast<uint64_t>(last) * static_cast<uint64_t>(n) * 2;

@@ -125,9 +125,10 @@ Status WgmmaTileGemmGated(Activation act, const uint16_t* x, const uint16_t* w, 
 // kWgmmaTileModelConfig for BF16 and WgmmaTileDf11Config for DF11, whose bits agree: above): on a
 // compute capability 9.0 GPU, for the matrices a DF11 model keeps at 4 rows per tile
 // (FixedRowsPerTile: gate|up and lm_head of the 8B shape), from kWgmmaTileModelMinTokens (a plain
-// linear) or kWgmmaTileGatedModelMinTokens (gate|up with its activation) to WgmmaTileModelMaxTokens
-// (tile_max_tokens) tokens, where TileGemm ran before (and above 64 tokens decode-then-cuBLAS: there
-// a BF16 W keeps cuBLAS where GemmHandle::CheckCublasBits finds the same bits). On the H100 (configuration 3 or 4 for DF11,
+// linear) or kWgmmaTileGatedModelMinTokens (gate|up with its activation) to kWgmmaTileMaxTokens
+// tokens, whatever tile_max_tokens (which bounds TileGemm only), where TileGemm ran before (and
+// above 64 tokens, or above tile_max_tokens 32, decode-then-cuBLAS: there a BF16 W keeps cuBLAS
+// where GemmHandle::CheckCublasBits finds the same bits). On the H100 (configuration 3 or 4 for DF11,
 // bench/results/wgmma_tile_h100_gated*.log) gate|up with its activation ran 0.83-0.91x (BF16) and
 // 0.95-0.97x (DF11) the time of what ran before at 33-64 tokens, lm_head 0.98-0.99x and 0.86-0.87x.
 // With DF11's configuration 5 (H200, bench/results/wgmma_tile_h200_16_warps.log) gate|up with its
@@ -142,15 +143,12 @@ inline constexpr int kWgmmaTileModelConfig = 3;
 // linear up to 48 tokens, else 3 (H200, wgmma_tile_h200_16_warps.log: lm_head 0.93-0.96x
 // configuration 3 at 33 and 48 tokens, 1.04x at 64).
 inline int WgmmaTileDf11Config(bool gated, int64_t tokens) { return gated || tokens <= 48 ? 5 : 3; }
-// The most tokens the model runs the wgmma tile linear at: kWgmmaTileMaxTokens where tile_max_tokens
-// is kTileGemmMaxTokens (the default), else tile_max_tokens (32: cuBLAS from 33 tokens).
-inline int64_t WgmmaTileModelMaxTokens(int64_t tile_max_tokens) {
-  return tile_max_tokens >= kTileGemmMaxTokens ? kWgmmaTileMaxTokens : tile_max_tokens;
-}
-// Whether a linear [n, k] at these tokens takes the wgmma tile linear in the model (x 16-byte aligned).
-bool WgmmaTileApplies(const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int64_t tile_max_tokens);
+// Whether a linear [n, k] at these tokens takes the wgmma tile linear in the model (x 16-byte
+// aligned), up to max_tokens (kWgmmaTileMaxTokens, or 0 where the model runs it nowhere:
+// GemmHandle::wgmma_tile_max_tokens).
+bool WgmmaTileApplies(const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int64_t max_tokens);
 // WgmmaTileApplies for the gate|up matrix [2 inter, k], with inter % 32 == 0 (WgmmaTileGemmGated).
-bool WgmmaTileGatedApplies(const uint16_t* x, int64_t tokens, int64_t inter, int64_t k, int64_t tile_max_tokens);
+bool WgmmaTileGatedApplies(const uint16_t* x, int64_t tokens, int64_t inter, int64_t k, int64_t max_tokens);
 
 class GemmHandle {
  public:
@@ -168,9 +166,10 @@ class GemmHandle {
   }
   int64_t tile_max_tokens() const { return tile_max_tokens_; }
   // Whether Gemm and GemmBias run WgmmaTileGemm where WgmmaTileApplies (default true;
-  // ModelOptions::wgmma_tile). The most tokens they do: tile_max_tokens(), or 0 when off.
+  // ModelOptions::wgmma_tile). The most tokens they do: kWgmmaTileMaxTokens whatever
+  // tile_max_tokens(), or 0 when off.
   void set_wgmma_tile(bool on) { wgmma_tile_ = on; }
-  int64_t wgmma_tile_max_tokens() const { return wgmma_tile_ ? tile_max_tokens_ : 0; }
+  int64_t wgmma_tile_max_tokens() const { return wgmma_tile_ ? kWgmmaTileMaxTokens : 0; }
   // Every pointer device memory; x, w, y 16-byte aligned. kTileGemmMinTokens..tile_max_tokens()
   // tokens run TileGemm, fewer Gemv, more cuBLAS; WgmmaTileGemm where WgmmaTileApplies (to 128
   // tokens), or cuBLAS there where CheckCublasBits found its bits: the kernel's bits depend on the

@@ -502,18 +502,18 @@ namespace cuda {
 
 namespace {
 // WgmmaTileApplies from min_tokens.
-bool AppliesFrom(int64_t min_tokens, const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int64_t tile_max_tokens) {
-  return tokens >= min_tokens && tokens <= WgmmaTileModelMaxTokens(tile_max_tokens) && n > 0 && k > 0 && k % 8 == 0 &&
+bool AppliesFrom(int64_t min_tokens, const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int64_t max_tokens) {
+  return tokens >= min_tokens && tokens <= std::min(max_tokens, kWgmmaTileMaxTokens) && n > 0 && k > 0 && k % 8 == 0 &&
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && FixedRowsPerTile(n, k) == kR && WgmmaGemmAvailable();
 }
 }  // namespace
 
-bool WgmmaTileApplies(const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int64_t tile_max_tokens) {
-  return AppliesFrom(kWgmmaTileModelMinTokens, x, tokens, n, k, tile_max_tokens);
+bool WgmmaTileApplies(const uint16_t* x, int64_t tokens, int64_t n, int64_t k, int64_t max_tokens) {
+  return AppliesFrom(kWgmmaTileModelMinTokens, x, tokens, n, k, max_tokens);
 }
 
-bool WgmmaTileGatedApplies(const uint16_t* x, int64_t tokens, int64_t inter, int64_t k, int64_t tile_max_tokens) {
-  return GatedRows(inter) && AppliesFrom(kWgmmaTileGatedModelMinTokens, x, tokens, 2 * inter, k, tile_max_tokens);
+bool WgmmaTileGatedApplies(const uint16_t* x, int64_t tokens, int64_t inter, int64_t k, int64_t max_tokens) {
+  return GatedRows(inter) && AppliesFrom(kWgmmaTileGatedModelMinTokens, x, tokens, 2 * inter, k, max_tokens);
 }
 
 Status WgmmaTileGemm(const uint16_t* x, const uint16_t* w, const float* bias, int64_t tokens, int64_t n, int64_t k,

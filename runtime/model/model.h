@@ -65,16 +65,18 @@ struct ModelOptions {
   bool df11_prefetch_graphs = true;
   // kCuda: the most tokens a step's linears run the tensor-core TileGemm with (a DF11 model:
   // Df11TileGemm on fixed lanes), 32 or 64; above, cuBLAS (a DF11 model decodes into the scratch
-  // first). A DF11 model and its BF16 twin give the same bits when both load with the same value.
+  // first), but for the matrices on the wgmma tile linear (wgmma_tile, below), which it does not
+  // bound. A DF11 model and its BF16 twin give the same bits when both load with the same value.
   // On an H100, 8B shape, batch 64 (bench/results/model_step_h100_tile64_final.json, _tile32_run*):
   // 64 makes a DF11 step 17.0 ms instead of 21.0 and a BF16 step 12.6 instead of 10.4 (cuBLAS is
-  // faster than the BF16 TileGemm there); 32 keeps a BF16-only deployment's cuBLAS (on an H200 a
-  // BF16 step at batch 64 7.0 ms instead of 10.2, bench/results/ab_h200_tile_max_tokens.log; docs/api.md).
+  // faster than the BF16 TileGemm there). On an H200 (bench/results/gpu_tile32_wgmma_h200.log) 32
+  // makes a BF16 step at batch 33 / 64 5.9-6.0 / 6.8 ms instead of 7.1-7.2 / 8.9 and a DF11 one
+  // 11.0 / 12.4-12.5 instead of 10.3-10.5 / 12.1-12.3: 64 favours DF11, 32 BF16 (docs/api.md).
   // Others: INVALID_ARGUMENT.
   int tile_max_tokens = 64;
   // kCuda on a compute capability 9.0 GPU: the matrices a DF11 model keeps at 4 rows per tile
   // (gate|up and lm_head of the 8B shape) run the Hopper wgmma tile linear from 33 (gate|up with
-  // its activation: 17) to 128 tokens (tile_max_tokens 32: to 32; kernels/cuda_gemm.h,
+  // its activation: 17) to 128 tokens, whatever tile_max_tokens (kernels/cuda_gemm.h,
   // WgmmaTileApplies): DF11 fused, a BF16 W by WgmmaTileGemm or, from 33 tokens, by cuBLAS where
   // the load found that cuBLAS gives its bits on this GPU (GemmHandle::CheckCublasBits; a token
   // count where it does not is a load warning); false: the TileGemm pair to tile_max_tokens, then

@@ -207,8 +207,8 @@ struct Model::CudaState {
   // decode_timer: the matrices FusedWithoutScratch at those tokens are left out.
   Status DecodeUnit(int unit, uint16_t* dst, GpuStream s, int64_t tokens);
   // Whether a linear on lanes `l` runs fused at `tokens` tokens where its unit would otherwise be
-  // decoded into the scratch: above gemm.tile_max_tokens(), fixed lanes of 4 rows per tile on the
-  // wgmma tile linear (cuda::WgmmaTileApplies; x is 16-byte aligned, as every step buffer is).
+  // decoded into the scratch: above gemm.tile_max_tokens() (32 or 64), fixed lanes of 4 rows per
+  // tile on the wgmma tile linear (cuda::WgmmaTileApplies; x is 16-byte aligned, as every step buffer is).
   bool FusedWithoutScratch(const DeviceLanes& l, int64_t tokens) const;
   // Makes `stream` wait for a decode ahead still pending, and forgets what the halves hold.
   Status JoinDecodes();

@@ -2,9 +2,9 @@
 // One stream; the host enqueues the whole step and waits once, for the logits. DF11 linears with
 // lane streams run a fused DF11 linear up to ModelOptions::tile_max_tokens tokens (the GEMV below
 // kTileGemmMinTokens, the tensor-core TileGemm from there for fixed lanes), fixed lanes of 4 rows
-// per tile on the wgmma tile linear to 128 on Hopper; otherwise DF11 units decode into the scratch
-// right before their layer (leaving out the matrices that run fused); embedding rows of DF11 models
-// decode in one launch (only the step's distinct tokens).
+// per tile on the wgmma tile linear to 128 on Hopper (whatever tile_max_tokens); otherwise DF11 units decode into the
+// scratch right before their layer (leaving out the matrices that run fused); embedding rows of DF11 models decode in
+// one launch (only the step's distinct tokens).
 #include <algorithm>
 #include <array>
 #include <chrono>

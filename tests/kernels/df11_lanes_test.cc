@@ -1061,28 +1061,33 @@ TEST(Df11LanesCuda, FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit) {
     }
   }
   // The model's choice: 4 rows per tile (FixedRowsPerTile: 8,192 rows and more, or an odd number of
-  // a row's lane entries), 33 (gate|up with its activation: 17) to 128 tokens (tile_max_tokens 32: 32);
+  // a row's lane entries), 33 (gate|up with its activation: 17) to 128 tokens (GemmHandle::wgmma_tile_max_tokens,
+  // whatever tile_max_tokens; 0 with ModelOptions::wgmma_tile false);
   // DF11 in configuration 5 for gate|up with its activation and, otherwise, up to 48 tokens; else 3.
   const auto x = Upload(std::vector<uint16_t>(size_t{64} * 4096, 0));
   const uint16_t* dx = x.as<uint16_t>();
-  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 33, 151936, 4096, 64));  // an 8B model's lm_head
-  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 64, 151936, 4096, 64));
-  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 40, 96, 64, 64));  // one lane entry a row
-  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 32, 151936, 4096, 64));
-  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 65, 151936, 4096, 64));
-  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 128, 151936, 4096, 64));
-  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 129, 151936, 4096, 64));
-  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 33, 151936, 4096, 32));
-  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 40, 151936, 4096, 32));  // tile_max_tokens 32: cuBLAS
-  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 40, 4096, 4096, 64));    // 1 row per tile
-  EXPECT_FALSE(cuda::WgmmaTileApplies(dx + 1, 40, 151936, 4096, 64));
-  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 48, 12288, 4096, 64));  // an 8B model's gate|up
-  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 17, 12288, 4096, 64));
-  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 24, 12288, 4096, 32));
-  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 16, 12288, 4096, 64));
-  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 100, 12288, 4096, 64));
-  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 129, 12288, 4096, 64));
-  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 33, 12288, 4096, 32));
+  constexpr int64_t kMax = cuda::kWgmmaTileMaxTokens;
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 33, 151936, 4096, kMax));  // an 8B model's lm_head
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 64, 151936, 4096, kMax));
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 40, 96, 64, kMax));  // one lane entry a row
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 32, 151936, 4096, kMax));
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 65, 151936, 4096, kMax));
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 128, 151936, 4096, kMax));
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 129, 151936, 4096, kMax));
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 40, 151936, 4096, 0));   // wgmma_tile false
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 40, 4096, 4096, kMax));  // 1 row per tile
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx + 1, 40, 151936, 4096, kMax));
+  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 48, 12288, 4096, kMax));  // an 8B model's gate|up
+  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 17, 12288, 4096, kMax));
+  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 16, 12288, 4096, kMax));
+  EXPECT_TRUE(cuda::WgmmaTileGatedApplies(dx, 100, 12288, 4096, kMax));
+  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 129, 12288, 4096, kMax));
+  EXPECT_FALSE(cuda::WgmmaTileGatedApplies(dx, 24, 12288, 4096, 0));
+  cuda::GemmHandle handle;
+  handle.set_tile_max_tokens(32);
+  EXPECT_EQ(handle.wgmma_tile_max_tokens(), kMax);  // tile_max_tokens bounds TileGemm only
+  handle.set_wgmma_tile(false);
+  EXPECT_EQ(handle.wgmma_tile_max_tokens(), 0);
   EXPECT_EQ(cuda::WgmmaTileDf11Config(true, 24), 5);
   EXPECT_EQ(cuda::WgmmaTileDf11Config(true, 64), 5);
   EXPECT_EQ(cuda::WgmmaTileDf11Config(false, 48), 5);

@@ -187,8 +187,9 @@ TEST_P(LosslessTest, Df11FixedLanesGiveBitIdenticalLogits) {
 }
 
 // ModelOptions::tile_max_tokens = 32: at 33-64 tokens both models leave the tile kernel (BF16:
-// cuBLAS; DF11: the scratch, then the same cuBLAS) and still agree bit for bit; a value other than
-// 32 or 64 is refused, naming it.
+// cuBLAS; DF11: the scratch, then the same cuBLAS), but for matrices of 4 rows per tile, which stay
+// on the wgmma tile linear on Hopper, and still agree bit for bit; a value other than 32 or 64 is
+// refused, naming it.
 TEST_P(LosslessTest, TileMaxTokens32KeepsTheBits) {
   const auto& [device, preset] = GetParam();
   if (device != Device::kCuda) GTEST_SKIP() << "tile_max_tokens picks CUDA kernels";
