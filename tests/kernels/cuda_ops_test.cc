@@ -711,17 +711,17 @@ TEST(CudaOps, TileGemmRowsDoNotDependOnTheTokensBesideThem) {
   for (const auto& [n, k] : {std::pair<int64_t, int64_t>{96, 4096}, {1000, 1032}}) {
     const auto x = RandomBf16(64 * k, 40), w = RandomBf16(n * k, 41, 0.05f);
     auto dx = Upload(x), dw = Upload(w);
-    for (const auto& [tokens, full] : {std::pair<int64_t, int64_t>{9, 16}, {17, 32}, {25, 32}, {33, 64}, {41, 64},
-                                       {57, 64}}) {
+    for (const auto& [tokens, full] :
+         {std::pair<int64_t, int64_t>{9, 16}, {17, 32}, {25, 32}, {33, 64}, {41, 64}, {57, 64}}) {
       for (const int rows_per_tile : {1, 2, 4}) {
-        SCOPED_TRACE(std::to_string(tokens) + " of " + std::to_string(full) + " tokens, n " + std::to_string(n) +
-                     ", " + std::to_string(rows_per_tile) + " rows per tile");
+        SCOPED_TRACE(std::to_string(tokens) + " of " + std::to_string(full) + " tokens, n " + std::to_string(n) + ", " +
+                     std::to_string(rows_per_tile) + " rows per tile");
         auto y = Upload(std::vector<uint16_t>(full * n)), all = Upload(std::vector<uint16_t>(full * n));
-        ASSERT_TRUE(cuda::TileGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, false,
-                                   y.as<uint16_t>(), nullptr, rows_per_tile)
+        ASSERT_TRUE(cuda::TileGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, tokens, n, k, false, y.as<uint16_t>(),
+                                   nullptr, rows_per_tile)
                         .ok());
-        ASSERT_TRUE(cuda::TileGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, full, n, k, false,
-                                   all.as<uint16_t>(), nullptr, rows_per_tile)
+        ASSERT_TRUE(cuda::TileGemm(dx.as<uint16_t>(), dw.as<uint16_t>(), nullptr, full, n, k, false, all.as<uint16_t>(),
+                                   nullptr, rows_per_tile)
                         .ok());
         EXPECT_EQ(Download<uint16_t>(y, tokens * n), Download<uint16_t>(all, tokens * n));
       }
