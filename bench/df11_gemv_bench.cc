@@ -2,7 +2,7 @@
 // (df11_lanes_fixed.h), against the BF16 Gemv on the same weights, and against
 // today's DF11 path (decode the unit into a BF16 scratch, then Gemv), on the linears of a
 // Qwen3-8B-shaped layer as the CUDA model runs them (q|k|v and gate|up stacked) and its lm_head,
-// 1..kGemvMaxTokens tokens; at 3, 4, 8, 16, 32, 33, 48 and 64 tokens the tensor-core linears (TileGemm on BF16,
+// 1..kGemvMaxTokens tokens; at 3, 4, 8, 16, 24, 32, 33, 48 and 64 tokens the tensor-core linears (TileGemm on BF16,
 // Df11TileGemm on fixed lanes) against cuBLAS and against decode-then-cuBLAS; plus the decoders alone (both lane
 // decoders and the chunk decoder, weights/s), beside the read roofline measured in the same run. Each timed call reads
 // a different copy of the weights (copies fill > 1 GB), so the 50 MB L2 never holds them. CUDA events, 3 warm-ups,
@@ -151,11 +151,11 @@ int Main(int argc, char** argv) {
   std::vector<LayerMatrix> layer;  // --decoders: the layer's matrices
   bool decodes_exact = true;
   // The same at kTileTokens: TileGemm, cuBLAS, Df11TileGemm, fixed decode + cuBLAS.
-  // (3, 4, then each bucket's largest token count, and 33 and 48 inside the last.)
-  constexpr int kTileBuckets = 8;
+  // (3, 4, then each bucket's largest token count, and 33 inside the last.)
+  constexpr int kTileBuckets = 9;
   double tile_bf16[kTileBuckets] = {}, tile_cublas[kTileBuckets] = {}, tile_df11[kTileBuckets] = {},
          tile_scratch[kTileBuckets] = {};
-  constexpr int64_t kTileTokens[kTileBuckets] = {3, 4, 8, 16, 32, 33, 48, 64};
+  constexpr int64_t kTileTokens[kTileBuckets] = {3, 4, 8, 16, 24, 32, 33, 48, 64};
   static_assert(kTileTokens[kTileBuckets - 1] == cuda::kTileGemmMaxTokens, "the last bucket's largest count");
   cuda::GemmHandle gemm;
   Check(gemm.Init(nullptr));

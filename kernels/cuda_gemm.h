@@ -44,7 +44,7 @@ Status GemvGated(Activation act, const uint16_t* x, const uint16_t* w, const flo
 // fixed lanes with rows_per_tile rows per tile (0: FixedRowsPerTile(n, k), what a DF11 model's
 // fixed lanes use), so the fused DF11 linear (Df11TileGemm, df11_lanes_cuda.h) on the same tiles
 // gives the same bits. Deterministic: the order depends on (rows_per_tile, T's bucket of 8, 16,
-// 32 or 64, K) only. On an H100 it beats Gemv from 3 tokens and cuBLAS up to 32 (0.94-0.96x
+// 32 or 64 tokens (one row per tile: 8, 16, 24, 32, 48 or 64), K) only. On an H100 it beats Gemv from 3 tokens and cuBLAS up to 32 (0.94-0.96x
 // there) and loses to it at 33-64 (1.18x: bench/results/df11_gemv_h100_tile64_final.log). The
 // range still goes to 64 because the BF16 twin must run what a DF11 model runs, and there the
 // fused DF11 linear is 12.2 ms a step against 16.7 for decoding into a scratch then cuBLAS: a

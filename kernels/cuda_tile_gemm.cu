@@ -192,7 +192,7 @@ struct Df11Loader : fixed_lanes::TileDecoder<kR, Geometry<kR, kW>::kTilesPerWarp
 // 0.0989-0.1204 at 17-64 tokens), which keeps one copy.
 template <int kR, int kNT>
 constexpr bool SkipsRareChecks() {
-  return kNT == 1 || kNT == 4 || (kNT == 2 && kR == 4);
+  return kNT == 1 || kNT == 3 || kNT == 4 || (kNT == 2 && kR == 4);
 }
 
 // c += a · b, m16n8k16, bf16 in, fp32 accumulation (PTX fragment layout).
@@ -221,6 +221,13 @@ __device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
 template <int kR, int kNT>
 constexpr int NtPerWarp() {
   if constexpr (kNT < 2) return kNT;
+  // One-row tiles at 17-24 and 33-48 tokens (Dispatch): 3 groups a warp, K split 8 or 4 ways, where
+  // the 32- and 64-token instances ran (4 groups a warp at 64 tokens hold 16 accumulators). Measured
+  // on one H200 (bench/results/ab_h200_tile_nt36.log, two rounds alternating): DF11 step at batch
+  // 17 / 33 / 40 / 48 8.60-8.61 / 10.01-10.03 / 10.30-10.32 / 10.61-10.65 ms against 8.66-8.70 /
+  // 10.46-10.49 / 10.67-10.69 / 10.85-10.89, BF16 5.82-5.88 / 7.02-7.03 / 7.28-7.33 / 7.68-7.74
+  // against 6.03-6.05 / 7.26-7.29 / 7.53-7.58 / 7.88-7.92; batches 16, 25, 32, 49 and 64 unchanged.
+  if constexpr (kNT == 3 || kNT == 6) return 3;
   if constexpr (kNT == 8 && kR == 1) return 4;
   if constexpr (kNT == 2 && kR == 4) return 1;
   return 2;
@@ -428,7 +435,7 @@ Status LaunchTile(const Loader& ld, const uint16_t* x, const float* bias, int64_
   int device = 0, sms = 0;
   DF11_RETURN_IF_ERROR(cuda::CurrentDeviceSms(&device, &sms));
   const int64_t ctas = (n + G::kRows - 1) / G::kRows;
-  if constexpr (kNT == 8 && Loader::kMinBlocks == 2 && Loader::kWarps == 8) {
+  if constexpr ((kNT == 8 || kNT == 6) && Loader::kMinBlocks == 2 && Loader::kWarps == 8) {
     if (ctas > 2 * int64_t{sms} && ctas <= 3 * int64_t{sms}) {
       return LaunchGatedOrNot<kR, kNT, Loader, 3>(ld, x, bias, n, k, tokens, accumulate, y, gate, ctas, device, stream);
     }
@@ -465,7 +472,13 @@ Status Dispatch(int rows_per_tile, int64_t tokens, Make make, const uint16_t* x,
   auto by_tokens = [&]<int kR, int kW>(const Loader<kR, kW>& ld) {
     if (tokens <= 8) return LaunchTile<kR, 1>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
     if (tokens <= 16) return LaunchTile<kR, 2>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
+    if constexpr (kR == 1) {  // TileGemmTokenBucket
+      if (tokens <= 24) return LaunchTile<kR, 3>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
+    }
     if (tokens <= 32) return LaunchTile<kR, 4>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
+    if constexpr (kR == 1) {
+      if (tokens <= 48) return LaunchTile<kR, 6>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
+    }
     return LaunchTile<kR, 8>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
   };
   switch (rows_per_tile) {

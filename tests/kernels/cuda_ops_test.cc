@@ -10,6 +10,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu_ops.h"
@@ -705,15 +706,23 @@ TEST(CudaOps, GemvGatedIsGemvThenGatedActivationBitForBit) {
 
 // A token's outputs do not depend on how many tokens share its call within one token bucket (the
 // groups of 8 tokens past T multiply zeros into sums no one stores): T tokens give the first T rows
-// of the bucket's largest count on the same x, bit for bit, every tile height.
+// of the bucket's largest count on the same x, bit for bit, every tile height. Buckets: 3-8, 9-16,
+// 17-32 and 33-64 tokens, and for one row per tile 17-24, 25-32, 33-48 and 49-64.
 TEST(CudaOps, TileGemmRowsDoNotDependOnTheTokensBesideThem) {
   REQUIRE_GPU();
+  // The largest count of T's bucket (cuda_gemm.h, TileGemm).
+  auto bucket_end = [](int rows_per_tile, int64_t t) -> int64_t {
+    for (const int64_t end : {8, 16, 24, 32, 48}) {
+      if (t <= end && (rows_per_tile == 1 || (end != 24 && end != 48))) return end;
+    }
+    return 64;
+  };
   for (const auto& [n, k] : {std::pair<int64_t, int64_t>{96, 4096}, {1000, 1032}}) {
     const auto x = RandomBf16(64 * k, 40), w = RandomBf16(n * k, 41, 0.05f);
     auto dx = Upload(x), dw = Upload(w);
-    for (const auto& [tokens, full] :
-         {std::pair<int64_t, int64_t>{9, 16}, {17, 32}, {25, 32}, {33, 64}, {41, 64}, {57, 64}}) {
-      for (const int rows_per_tile : {1, 2, 4}) {
+    for (const int rows_per_tile : {1, 2, 4}) {
+      for (const int64_t tokens : {9, 17, 25, 33, 41, 57}) {
+        const int64_t full = bucket_end(rows_per_tile, tokens);
         SCOPED_TRACE(std::to_string(tokens) + " of " + std::to_string(full) + " tokens, n " + std::to_string(n) + ", " +
                      std::to_string(rows_per_tile) + " rows per tile");
         auto y = Upload(std::vector<uint16_t>(full * n)), all = Upload(std::vector<uint16_t>(full * n));
@@ -741,7 +750,7 @@ TEST(CudaOps, TileGemmGatedIsTileGemmThenGatedActivationBitForBit) {
     const auto w = RandomBf16(2 * inter * k, 51, 0.05f);
     const auto bias = ToFloat(RandomBf16(2 * inter, 52));
     auto dw = Upload(w), dbias = Upload(bias);
-    for (const int64_t tokens : {3, 8, 9, 16, 17, 32, 33, 64}) {
+    for (const int64_t tokens : {3, 8, 9, 16, 17, 24, 25, 32, 33, 48, 49, 64}) {
       auto dx = Upload(RandomBf16(tokens * k, 50 + tokens, 2.0f));
       for (const int rows_per_tile : {0, 1, 2, 4}) {
         ASSERT_TRUE(cuda::TileGemmGatedApplies(dx.as<uint16_t>(), dw.as<uint16_t>(), tokens, inter, k, rows_per_tile));
@@ -790,7 +799,7 @@ TEST(CudaOps, TileGemmGatedIsTileGemmThenGatedActivationBitForBit) {
 TEST(CudaOps, TileGemmMatchesCpu) {
   REQUIRE_GPU();
   for (const auto& [n, k] : {std::pair<int64_t, int64_t>{37, 264}, {96, 4096}, {1000, 1032}, {8200, 136}}) {
-    for (const int64_t tokens : {3, 8, 9, 16, 17, 32, 33, 64}) {
+    for (const int64_t tokens : {3, 8, 9, 16, 17, 24, 25, 32, 33, 48, 49, 64}) {
       const auto x = RandomBf16(tokens * k, 30 + tokens), w = RandomBf16(n * k, 31, 0.05f);
       const auto bias = ToFloat(RandomBf16(n, 32));
       std::vector<float> want(tokens * n);
