@@ -75,11 +75,11 @@ struct ModelOptions {
   // Others: INVALID_ARGUMENT.
   int tile_max_tokens = 64;
   // kCuda on a compute capability 9.0 GPU: the matrices a DF11 model keeps at 4 rows per tile
-  // (gate|up and lm_head of the 8B shape) run the Hopper wgmma tile linear from 33 (gate|up with
-  // its activation: 17) to 128 tokens, whatever tile_max_tokens (kernels/cuda_gemm.h,
-  // WgmmaTileApplies): DF11 fused, a BF16 W by WgmmaTileGemm or, from 33 tokens, by cuBLAS where
-  // the load found that cuBLAS gives its bits on this GPU (GemmHandle::CheckCublasBits; a token
-  // count where it does not is a load warning); false: the TileGemm pair to tile_max_tokens, then
+  // (gate|up and lm_head of the 8B shape) run the Hopper wgmma tile linear from 17 to 128 tokens,
+  // whatever tile_max_tokens (kernels/cuda_gemm.h, WgmmaTileApplies): DF11 fused, a BF16 W by
+  // WgmmaTileGemm or by cuBLAS where the load found that cuBLAS gives its bits on this GPU
+  // (GemmHandle::CheckCublasBits; a token count where it does not is a load warning; gate|up with
+  // its activation keeps its one-launch twin at 17-32); false: the TileGemm pair to tile_max_tokens, then
   // decode-then-cuBLAS as before. A DF11 model and its BF16 twin give the same bits when both load
   // with the same value.
   bool wgmma_tile = true;

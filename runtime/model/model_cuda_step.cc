@@ -252,8 +252,9 @@ Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t*
       // A BF16 W from 33 tokens where cuBLAS gives WgmmaTileGemm's bits (GemmHandle::CheckCublasBits):
       // cuBLAS then the activation below, the pair's bits (tests/kernels/df11_lanes_test.cc,
       // FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit). On an H200 cuBLAS takes 0.060-0.063 ms for the
-      // 8B shape's gate|up at 33-64 tokens against the tile linear's 0.074-0.081 (wgmma_tile_h200_16_warps.log).
-      const bool cublas = w.lanes < 0 && w.bias == nullptr && tokens >= cuda::kWgmmaTileModelMinTokens &&
+      // 8B shape's gate|up at 33-64 tokens against the tile linear's 0.074-0.081; at 17-32 the fused
+      // twin is as fast as cuBLAS (wgmma_tile_h200_16_warps.log) and one launch, so it stays there.
+      const bool cublas = w.lanes < 0 && w.bias == nullptr && tokens > cuda::kTileGemmMaxTokens / 2 &&
                           gemm.CublasKeepsBits(w.out_features, w.in_features, tokens);
       if (!cublas) {
         DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w, tokens));

@@ -884,7 +884,7 @@ TEST(CudaOps, WgmmaGemmMatchesCpu) {
 }
 
 // GemmHandle::CheckCublasBits: a matrix the wgmma tile linear takes (4 rows per tile: 8,192 rows)
-// is checked at 33-128 tokens; where it found cuBLAS equal, Gemm (which runs cuBLAS there) gives
+// is checked at 17-128 tokens; where it found cuBLAS equal, Gemm (which runs cuBLAS there) gives
 // WgmmaTileGemm's bits on other x than the check's, and cuBLAS itself does; where it did not, Gemm
 // still gives them (the tile linear). A matrix of one row per tile is not the tile linear's: nothing
 // is checked, cuBLAS never stands in. On an H200 cuBLAS had the bits at every count
@@ -902,7 +902,7 @@ TEST(CudaOps, GemmTakesCublasOnlyWithTheWgmmaTileBits) {
   auto differed = gemm.CheckCublasBits(dw.as<uint16_t>(), n, k);
   ASSERT_TRUE(differed.ok()) << differed.status().ToString();
   std::string took;
-  for (const int64_t tokens : {33, 48, 64, 65, 100, 128}) {
+  for (const int64_t tokens : {17, 24, 32, 33, 48, 64, 65, 100, 128}) {
     SCOPED_TRACE(std::to_string(tokens) + " tokens");
     const bool keeps = std::find(differed->begin(), differed->end(), tokens) == differed->end();
     EXPECT_EQ(gemm.CublasKeepsBits(n, k, tokens), keeps);
@@ -922,7 +922,7 @@ TEST(CudaOps, GemmTakesCublasOnlyWithTheWgmmaTileBits) {
       EXPECT_EQ(Download<uint16_t>(cublas, tokens * n), want);
     }
   }
-  std::printf("[ cuBLAS  ] [%lld, %lld]: cuBLAS with the tile linear's bits at%s tokens (%zu of 96 counts differ)\n",
+  std::printf("[ cuBLAS  ] [%lld, %lld]: cuBLAS with the tile linear's bits at%s tokens (%zu of 112 counts differ)\n",
               static_cast<long long>(n), static_cast<long long>(k), took.c_str(), differed->size());
   auto one_row = gemm.CheckCublasBits(dw.as<uint16_t>(), 4096, 1024);  // FixedRowsPerTile: 1 row per tile
   ASSERT_TRUE(one_row.ok());

@@ -1061,16 +1061,17 @@ TEST(Df11LanesCuda, FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit) {
     }
   }
   // The model's choice: 4 rows per tile (FixedRowsPerTile: 8,192 rows and more, or an odd number of
-  // a row's lane entries), 33 (gate|up with its activation: 17) to 128 tokens (GemmHandle::wgmma_tile_max_tokens,
-  // whatever tile_max_tokens; 0 with ModelOptions::wgmma_tile false);
+  // a row's lane entries), 17 to 128 tokens (GemmHandle::wgmma_tile_max_tokens, whatever
+  // tile_max_tokens; 0 with ModelOptions::wgmma_tile false);
   // DF11 in configuration 5 for gate|up with its activation and, otherwise, up to 48 tokens; else 3.
   const auto x = Upload(std::vector<uint16_t>(size_t{64} * 4096, 0));
   const uint16_t* dx = x.as<uint16_t>();
   constexpr int64_t kMax = cuda::kWgmmaTileMaxTokens;
-  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 33, 151936, 4096, kMax));  // an 8B model's lm_head
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 17, 151936, 4096, kMax));  // an 8B model's lm_head
+  EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 33, 151936, 4096, kMax));
   EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 64, 151936, 4096, kMax));
   EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 40, 96, 64, kMax));  // one lane entry a row
-  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 32, 151936, 4096, kMax));
+  EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 16, 151936, 4096, kMax));
   EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 65, 151936, 4096, kMax));
   EXPECT_TRUE(cuda::WgmmaTileApplies(dx, 128, 151936, 4096, kMax));
   EXPECT_FALSE(cuda::WgmmaTileApplies(dx, 129, 151936, 4096, kMax));
