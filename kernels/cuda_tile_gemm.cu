@@ -472,7 +472,7 @@ Status Dispatch(int rows_per_tile, int64_t tokens, Make make, const uint16_t* x,
   auto by_tokens = [&]<int kR, int kW>(const Loader<kR, kW>& ld) {
     if (tokens <= 8) return LaunchTile<kR, 1>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
     if (tokens <= 16) return LaunchTile<kR, 2>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
-    if constexpr (kR == 1) {  // TileGemmTokenBucket
+    if constexpr (kR == 1) {  // one-row tiles: buckets of 24 and 48 tokens (NtPerWarp)
       if (tokens <= 24) return LaunchTile<kR, 3>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
     }
     if (tokens <= 32) return LaunchTile<kR, 4>(ld, x, bias, n, k, tokens, accumulate, y, gate, stream);
