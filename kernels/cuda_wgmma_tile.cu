@@ -25,9 +25,9 @@
 // to bf16 once. 8 warps issue m64n32k16 up to 64 tokens, 16 warps m64n16k16: that N does not change
 // an output's bits is checked by the GPU tests (cuda_gemm.h, "Bits").
 //
-// Used by the model (cuda_gemm.h, WgmmaTileApplies) for the matrices of 4 rows per tile at 33-128
-// tokens (gate|up with its activation from 17): DF11 fused, a BF16 W by this kernel or by cuBLAS
-// where GemmHandle::CheckCublasBits found cuBLAS gives its bits. On the H100 (DF11 configurations 3
+// Used by the model (cuda_gemm.h, WgmmaTileApplies) for the matrices of 4 rows per tile at 17-128
+// tokens: DF11 fused, a BF16 W by this kernel or by cuBLAS where GemmHandle::CheckCublasBits found
+// cuBLAS gives its bits (gate|up with its activation from 33 tokens). On the H100 (DF11 configurations 3
 // and 4) the 8B step's gate|up with its activation ran 0.83-0.91x (BF16) and 0.95-0.97x (DF11) the
 // time of what ran before, lm_head 0.98-0.99x and 0.86-0.87x (bench/results/wgmma_tile_h100_gated*.log;
 // a decode step at batch 33 / 48 / 64 0.3-0.5 ms faster in BF16 and 0.1-0.3 in DF11:

@@ -187,8 +187,8 @@ struct Model::CudaState {
   Status TranscodeLinear(DeviceLinear& d, const std::string& name);
   // Replaces the units whose every element is in lane streams by copies without their streams.
   Status SlimUnits();
-  // GemmHandle::CheckCublasBits for each shape of the BF16 matrices without a bias (where the
-  // wgmma tile linear runs above 32 tokens); token counts where cuBLAS differs become warnings.
+  // GemmHandle::CheckCublasBits for each shape of the BF16 matrices without a bias (the shapes the
+  // wgmma tile linear takes, at 17-128 tokens); token counts where cuBLAS differs become warnings.
   Status CheckCublasBits();
   // One matrix of `parts` stacked by rows (biases concatenated, zeros for a part without one): a
   // BF16 copy in one allocation, or DF11 slices that lie next to each other in the scratch

@@ -338,7 +338,7 @@ Status Model::CudaState::SlimUnits() {
 }
 
 Status Model::CudaState::CheckCublasBits() {
-  if (gemm.wgmma_tile_max_tokens() < cuda::kWgmmaTileModelMinTokens) return Status::Ok();  // wgmma_tile false
+  if (gemm.wgmma_tile_max_tokens() == 0) return Status::Ok();  // wgmma_tile false
   std::vector<const DeviceLinear*> plain;  // BF16 matrices that reach GemmHandle::Gemm without a bias
   for (const DeviceLayer& layer : layers) {
     for (const DeviceLinear& w : layer.linears) plain.push_back(&w);

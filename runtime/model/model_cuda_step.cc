@@ -223,7 +223,8 @@ Status Model::CudaState::Linear(const DeviceLinear& w, const uint16_t* x, int64_
   });
 }
 
-// The most tokens a BF16 gate|up linear runs cuda::TileGemmGated for (GateUpActivation).
+// The most tokens a BF16 gate|up linear runs a one-launch gated twin for (cuda::TileGemmGated, or on
+// Hopper WgmmaTileGemmGated); above, cuBLAS then the activation where it has the bits (GateUpActivation).
 constexpr int64_t kBf16TileGatedMaxTokens = 32;
 
 Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t* x, int64_t tokens, Activation act,
@@ -254,7 +255,7 @@ Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t*
       // FusedWgmmaTileGatedIsWgmmaTileGatedBitForBit). On an H200 cuBLAS takes 0.060-0.063 ms for the
       // 8B shape's gate|up at 33-64 tokens against the tile linear's 0.074-0.081; at 17-32 the fused
       // twin is as fast as cuBLAS (wgmma_tile_h200_16_warps.log) and one launch, so it stays there.
-      const bool cublas = w.lanes < 0 && w.bias == nullptr && tokens > cuda::kTileGemmMaxTokens / 2 &&
+      const bool cublas = w.lanes < 0 && w.bias == nullptr && tokens > kBf16TileGatedMaxTokens &&
                           gemm.CublasKeepsBits(w.out_features, w.in_features, tokens);
       if (!cublas) {
         DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w, tokens));
