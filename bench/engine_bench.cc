@@ -9,7 +9,7 @@
 // Usage: engine_bench --model NAME=DIR [--model NAME=DIR ...] [--device cpu|cuda]
 //          [--concurrency 1,8,32,64,128] [--prompt 512] [--output 256] [--requests-per-stream 1]
 //          [--max-batched-tokens 2048] [--kv-memory BYTES] [--max-model-bytes BYTES]
-//          [--max-host-model-bytes BYTES] [--resident-bf16] [--tile-max-tokens 32|64] [--json]
+//          [--max-host-model-bytes BYTES] [--resident-bf16] [--tile-max-tokens 32|64] [--no-host-overlap] [--json]
 //          [--temperature T] [--top-p P] [--frequency-penalty F]  (seeded: request n uses seed n)
 //          [--warmup-prompt N]
 // Before the levels, per model, df11d's warm-up requests one after another (prompts of
@@ -22,6 +22,8 @@
 // from the DF11 files alone (a model too large to keep on disk in both formats).
 // --tile-max-tokens sets every model's ModelSpec::tile_max_tokens (default 64; 32: cuBLAS from 33
 // tokens but for the wgmma tile linear's matrices).
+// --no-host-overlap: EngineOptions::host_overlap kNever (each step's tokens streamed before the next
+// step is launched; the default overlaps them on CUDA).
 // Per level also: the largest and mean number of sequences in one step (how many run at once);
 // per model: its KV blocks and how many full prompt + output sequences they hold. On CUDA, the host
 // time of a decode-only step (host_per_decode_step_ms: mean, median, p90; Collected::host_seconds):
@@ -54,7 +56,7 @@ struct BenchOptions {
   int prompt = 512, output = 256, requests_per_stream = 1;
   int warmup_prompt = 0;  // 0: kWarmupPromptTokens
   int64_t max_batched_tokens = 2048, kv_memory = 0, max_model_bytes = 0, max_host_model_bytes = 0;
-  bool json = false, resident_bf16 = false;
+  bool json = false, resident_bf16 = false, host_overlap = true;
   int tile_max_tokens = 64;  // ModelSpec::tile_max_tokens of every model
   float temperature = 0.0f, top_p = 1.0f, frequency_penalty = 0.0f;  // every request's sampling
 };
@@ -64,7 +66,7 @@ struct BenchOptions {
             << "usage: engine_bench --model NAME=DIR [--model ...] [--device cpu|cuda] [--concurrency 1,8,32]\n"
             << "                    [--prompt N] [--output N] [--requests-per-stream N] [--max-batched-tokens N]\n"
             << "                    [--kv-memory BYTES] [--max-model-bytes BYTES] [--max-host-model-bytes BYTES]\n"
-            << "                    [--resident-bf16] [--tile-max-tokens 32|64] [--json]\n"
+            << "                    [--resident-bf16] [--tile-max-tokens 32|64] [--no-host-overlap] [--json]\n"
             << "                    [--temperature T] [--top-p P] [--frequency-penalty F] [--warmup-prompt N]\n";
   std::exit(2);
 }
@@ -132,6 +134,8 @@ BenchOptions Parse(int argc, char** argv) {
       o.max_host_model_bytes = ParseInt(a, value());
     } else if (a == "--resident-bf16") {
       o.resident_bf16 = true;
+    } else if (a == "--no-host-overlap") {
+      o.host_overlap = false;
     } else if (a == "--tile-max-tokens") {
       o.tile_max_tokens = static_cast<int>(ParseInt(a, value()));
       if (o.tile_max_tokens != 32 && o.tile_max_tokens != 64) Usage("--tile-max-tokens: 32 or 64");
@@ -310,6 +314,7 @@ int Main(int argc, char** argv) {
   eo.max_model_bytes = o.max_model_bytes;
   eo.max_host_model_bytes = o.max_host_model_bytes;
   eo.max_waiting = 1 << 20;
+  eo.host_overlap = o.host_overlap ? HostOverlap::kAuto : HostOverlap::kNever;
   auto engine = Engine::Create(eo, observer);
   if (!engine.ok()) {
     std::cerr << "engine_bench: " << engine.status().ToString() << "\n";
@@ -364,6 +369,7 @@ int Main(int argc, char** argv) {
   if (o.device == Device::kCuda) out["gpu"] = GpuName();  // the result names its GPU
   out["prompt"] = o.prompt;
   out["tile_max_tokens"] = o.tile_max_tokens;
+  out["host_overlap"] = o.host_overlap;
   out["sampling"] = {{"temperature", o.temperature}, {"top_p", o.top_p}, {"frequency_penalty", o.frequency_penalty}};
   out["output"] = o.output;
   for (int level : o.concurrency) {

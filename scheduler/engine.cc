@@ -241,7 +241,7 @@ Status Engine::Impl::Register(std::vector<PreparedModel> batch) {
   for (auto& [name, m] : models) {
     if (targets->contains(name)) m.kv_target_blocks = targets->at(name);
   }
-  SlotOptions slot_options{o.device, o.max_batched_tokens, o.max_seqs, o.block_size, o.prefix_caching};
+  SlotOptions slot_options{o.device, o.max_batched_tokens, o.max_seqs, o.block_size, o.prefix_caching, o.host_overlap};
   for (PreparedModel& p : batch) {
     RegisteredModel& reg = p.reg;
     const std::string name = reg.spec.name;

@@ -46,6 +46,12 @@ struct EngineOptions {
   double kv_memory_fraction = 0.9;
   int64_t max_waiting = 1024;          // waiting requests per engine; over it: RESOURCE_EXHAUSTED
   bool prefix_caching = true;
+  // Host work beside the GPU's: a step's tokens are appended, the next step scheduled and
+  // launched, and only then the tokens detokenized, matched against stop strings and streamed,
+  // while that step runs. A stop string is then known a step late: the sequence's row in the
+  // step in flight is dropped (its blocks are freed once the step is collected). Outputs are the
+  // same either way.
+  HostOverlap host_overlap = HostOverlap::kAuto;
   // Device memory budget for the resident models' weights + own workspaces, plus the shared
   // decode scratch once (0 = ask the device). Models beyond it wait in the host or disk tier
   // (residency.h) and are promoted on demand; on CUDA serving more models than fit at once

@@ -55,6 +55,9 @@ void Engine::Impl::Run() {
     for (const auto& s : slots) has_work.push_back(s->HasWork());
     const int pick = picker.Pick(has_work);
     if (pick >= 0) {
+      for (auto& s : slots) {  // one model's step in flight at a time (models may share the decode scratch)
+        if (s.get() != slots[pick].get()) s->Drain();
+      }
       slots[pick]->set_last_used(++use_clock);
       StepGuarded(*slots[pick]);
       picker.Charge(pick);
@@ -89,7 +92,7 @@ void Engine::Impl::Apply(EngineCommand& c) {
         }
       }
       // Unloaded between Submit and here: end it as an unload ends a waiting request.
-      EndRequest(std::move(c.sequence), FinishReason::kCancelled,
+      EndRequest(*c.sequence, FinishReason::kCancelled,
                  Status(StatusCode::kCancelled, "model '" + c.model + "' was unloaded"), c.model, counters, observer);
       return;
     }

@@ -26,6 +26,7 @@ ModelSlot::ModelSlot(ModelSpec spec, std::unique_ptr<Model> model, const ModelCo
 }
 
 std::unique_ptr<Model> ModelSlot::TakeModel() {
+  Drain();
   moving_ = true;
   return std::move(model_);
 }
@@ -106,6 +107,7 @@ void ModelSlot::RefreshGauges() {
 }
 
 void ModelSlot::FinishAll(FinishReason reason, const Status& status) {
+  Drain();
   for (auto* list : {&running_, &waiting_}) {
     std::vector<std::unique_ptr<Sequence>> seqs = std::move(*list);
     list->clear();
@@ -114,29 +116,35 @@ void ModelSlot::FinishAll(FinishReason reason, const Status& status) {
   RefreshGauges();
 }
 
-void EndRequest(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status, const std::string& model,
+void EndRequest(Sequence& seq, FinishReason reason, const Status& status, const std::string& model,
                 EngineCounters& counters, const EngineObserver& observer) {
-  if (!seq->admitted_once) counters.waiting.fetch_sub(1);
+  if (!seq.admitted_once) counters.waiting.fetch_sub(1);
   RequestEvent event;
-  event.id = seq->id;
-  if (reason != FinishReason::kError && reason != FinishReason::kCancelled) seq->FlushText(event);
+  event.id = seq.id;
+  if (reason != FinishReason::kError && reason != FinishReason::kCancelled) seq.FlushText(event);
   event.finished = true;
   event.finish_reason = reason;
   event.status = status;
-  seq->Finalize(Clock::now(), event);
+  seq.Finalize(Clock::now(), event);
   if (observer.on_request) {
-    RequestRecord record{model,        seq->id,       seq->request.client_request_id, reason, status,
-                         event.usage,  event.timings, seq->inter_token_seconds,       seq->request.warmup};
+    RequestRecord record{model,        seq.id,        seq.request.client_request_id, reason, status,
+                         event.usage,  event.timings, seq.inter_token_seconds,       seq.request.warmup};
     observer.on_request(record);
   }
+  seq.ended = true;
   counters.in_flight.fetch_sub(1);  // before the final event, so a client that saw it sees the count
-  seq->sink(std::move(event));
+  seq.sink(std::move(event));
 }
 
 void ModelSlot::Finish(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status) {
+  if (in_flight()) {
+    EndRequest(*seq, reason, status, spec_.name, counters_, observer_);
+    retired_.push_back(std::move(seq));
+    return;
+  }
   if (pool_) pool_->ReleaseAll(seq->blocks);
   seq->blocks.clear();
-  EndRequest(std::move(seq), reason, status, spec_.name, counters_, observer_);
+  EndRequest(*seq, reason, status, spec_.name, counters_, observer_);
 }
 
 void ModelSlot::FinishRunning(Sequence* seq, FinishReason reason, const Status& status) {
@@ -152,6 +160,7 @@ void ModelSlot::SetTargetBlocks(int64_t blocks) {
 }
 
 Status ModelSlot::Resize() {
+  Drain();
   shrink_pending_ = false;
   pool_.reset();
   cache_.reset();
@@ -298,15 +307,34 @@ void ModelSlot::RegisterFullBlocks(Sequence& seq) {
   }
 }
 
-void ModelSlot::Step() {
-  if (!pool_) return;
-  const std::vector<Scheduled> batch = Schedule();
-  if (batch.empty()) return;
-  const Status run = Run(batch);
-  Postprocess(batch, run);
+bool ModelSlot::Overlaps() const {
+  return options_.host_overlap == HostOverlap::kAlways ||
+         (options_.host_overlap == HostOverlap::kAuto && model_->launches_async());
 }
 
-Status ModelSlot::Run(const std::vector<Scheduled>& batch) {
+void ModelSlot::Step() {
+  if (!pool_) return;
+  if (in_flight()) Collect();  // host overlap: the step launched by the last Step
+  const std::vector<Scheduled> batch = Schedule();
+  if (!batch.empty()) {
+    const Status launched = Launch(batch);
+    if (!launched.ok()) {
+      Postprocess(batch, launched);
+    } else {
+      in_flight_ = batch;
+      if (!Overlaps()) Collect();
+    }
+  }
+  Stream();  // the collected tokens; with host overlap while the step just launched runs
+}
+
+void ModelSlot::Drain() {
+  if (!in_flight()) return;
+  Collect();
+  Stream();
+}
+
+Status ModelSlot::Launch(const std::vector<Scheduled>& batch) {
   StepInput input;
   input.kv_cache = &*cache_;
   int64_t tokens = 0;
@@ -334,16 +362,21 @@ Status ModelSlot::Run(const std::vector<Scheduled>& batch) {
   out.step_seconds = 0;
   out.decompress_seconds = 0;
   out.gpu_seconds = 0;
-  const Clock::time_point start = Clock::now();
-  Status st = model_->Step(input, out);
-  // Backends that do not time themselves: the wall time of the call.
-  if (out.step_seconds <= 0) out.step_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ++stats_.steps_total;
   stats_.last_batch_sequences = static_cast<int64_t>(batch.size());
   stats_.last_batch_tokens = tokens;
-  stats_.last_step_seconds = out.step_seconds;
-  stats_.last_decompress_seconds = out.decompress_seconds;
-  return st;
+  return model_->Launch(input, out);
+}
+
+void ModelSlot::Collect() {
+  const std::vector<Scheduled> batch = std::move(in_flight_);
+  in_flight_.clear();
+  const Status collected = model_->Collect(step_output_);
+  stats_.last_step_seconds = step_output_.step_seconds;
+  stats_.last_decompress_seconds = step_output_.decompress_seconds;
+  Postprocess(batch, collected);
+  for (const auto& seq : retired_) pool_->ReleaseAll(seq->blocks);
+  retired_.clear();
 }
 
 void ModelSlot::Postprocess(const std::vector<Scheduled>& batch, const Status& run) {
@@ -358,10 +391,11 @@ void ModelSlot::Postprocess(const std::vector<Scheduled>& batch, const Status& r
     for (Sequence* s : failed) FinishRunning(s, FinishReason::kError, err);
   } else {
     for (const Scheduled& s : batch) {
+      if (s.seq->ended) continue;
       s.seq->num_cached += s.tokens;
       RegisterFullBlocks(*s.seq);
     }
-    ProcessOutputs(batch, step_output_);
+    AppendTokens(batch, step_output_);
   }
   RefreshGauges();
   if (observer_.on_step) {
@@ -370,30 +404,54 @@ void ModelSlot::Postprocess(const std::vector<Scheduled>& batch, const Status& r
   }
 }
 
-void ModelSlot::ProcessOutputs(const std::vector<Scheduled>& batch, const StepOutput& out) {
+void ModelSlot::AppendTokens(const std::vector<Scheduled>& batch, const StepOutput& out) {
   const Clock::time_point now = Clock::now();
-  std::vector<Sequence*> finished_seqs;
-  std::vector<std::pair<FinishReason, Status>> reasons;
+  std::vector<std::pair<Sequence*, Status>> failed;
   for (size_t row = 0; row < out.rows.size(); ++row) {
     Sequence& seq = *batch[out.rows[row].first].seq;
+    if (seq.ended) continue;  // ended while the step ran: its row is dropped
     const StatusOr<SampleResult>& sample = out.samples[row];
     if (!sample.ok()) {
-      finished_seqs.push_back(&seq);
-      reasons.emplace_back(FinishReason::kError, sample.status());
+      failed.emplace_back(&seq, sample.status());
       continue;
     }
-    RequestEvent event;
-    event.id = seq.id;
-    const FinishReason reason = seq.Append(*sample, rules_, now, event);
+    const FinishReason end = seq.AppendToken(*sample, rules_, now);
     if (!seq.request.warmup) stats_.generated_tokens_total += 1;
-    if (reason != FinishReason::kNone) {
-      // The final event carries this token too: send the delta first, then the final event.
-      finished_seqs.push_back(&seq);
-      reasons.emplace_back(reason, Status());
-    }
-    seq.sink(std::move(event));
+    unsent_.push_back({&seq, end});
   }
-  for (size_t k = 0; k < finished_seqs.size(); ++k) FinishRunning(finished_seqs[k], reasons[k].first, reasons[k].second);
+  for (auto& [seq, status] : failed) FinishRunning(seq, FinishReason::kError, status);
+  // Requests their token ends leave the running set now, so the next step does not hold them.
+  for (const Unsent& u : unsent_) {
+    if (u.token_end == FinishReason::kNone) continue;
+    auto it = std::ranges::find_if(running_, [&](const auto& s) { return s.get() == u.seq; });
+    pool_->ReleaseAll((*it)->blocks);
+    (*it)->blocks.clear();
+    ending_.push_back(std::move(*it));
+    running_.erase(it);
+  }
+}
+
+void ModelSlot::Stream() {
+  std::vector<std::pair<Sequence*, FinishReason>> ended;
+  for (const Unsent& u : unsent_) {
+    RequestEvent event;
+    event.id = u.seq->id;
+    FinishReason end = u.seq->TakeOutput(event);  // kStop from a stop string wins over the token's
+    if (end == FinishReason::kNone) end = u.token_end;
+    u.seq->sink(std::move(event));  // the final event carries this token too: the delta first
+    if (end != FinishReason::kNone) ended.emplace_back(u.seq, end);
+  }
+  unsent_.clear();
+  for (auto [seq, end] : ended) {
+    auto it = std::ranges::find_if(ending_, [&](const auto& s) { return s.get() == seq; });
+    if (it != ending_.end()) {
+      EndRequest(*seq, end, Status(), spec_.name, counters_, observer_);
+    } else {
+      FinishRunning(seq, end, Status());  // a stop string: the step in flight holds it (host overlap)
+    }
+  }
+  ending_.clear();
+  RefreshGauges();
 }
 
 }  // namespace df11

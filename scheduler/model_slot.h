@@ -1,8 +1,10 @@
 // ModelSlot: one model inside the engine, in any tier (residency.h): the Model, its tokenizer, its KV cache and
 // block pool, and the requests for it (waiting queue + running set). Step() runs one continuous-
 // batching iteration: schedule (plan with planner.h; preempt, admit with prefix-cache hits,
-// allocate blocks), run (Model::Step), postprocess (register full blocks in the prefix cache,
-// sample, stream events, end finished requests).
+// allocate blocks), launch (Model::Launch), collect (Model::Collect; register full blocks in the
+// prefix cache, append the sampled tokens), stream (detokenize, stop strings, events, end finished
+// requests). With host overlap a step is collected at the start of the next Step, before the
+// next one is scheduled and launched, and streamed while that one runs.
 // Thread-safety: none; owned and called by the engine thread only.
 #pragma once
 
@@ -36,6 +38,7 @@ struct SlotOptions {
   int64_t max_seqs = 0;
   int64_t block_size = 0;
   bool prefix_caching = true;
+  HostOverlap host_overlap = HostOverlap::kAuto;  // EngineOptions::host_overlap
 };
 
 class ModelSlot {
@@ -73,10 +76,16 @@ class ModelSlot {
 
   void Add(std::unique_ptr<Sequence> seq);
   bool HasWork() const {
-    return tier_ == ModelTier::kResident && !moving_ &&
-           (!running_.empty() || (!waiting_.empty() && pool_ && !shrink_pending_));
+    return in_flight() || (tier_ == ModelTier::kResident && !moving_ &&
+                           (!running_.empty() || (!waiting_.empty() && pool_ && !shrink_pending_)));
   }
-  bool Empty() const { return running_.empty() && waiting_.empty(); }
+  bool Empty() const { return running_.empty() && waiting_.empty() && !in_flight(); }
+  // A step launched and not yet collected (host overlap). Only one model has one at a time: the
+  // engine drains it before another model steps (models may share the decode scratch).
+  bool in_flight() const { return !in_flight_.empty(); }
+  // Collects the step in flight, if any, and streams its tokens: what the next Step would do
+  // first. TakeModel, Resize and FinishAll drain first.
+  void Drain();
   // Marks a request for cancellation (handled by the next Sweep). False if it is not here.
   bool Cancel(RequestId id);
   // Ends cancelled requests, requests past their deadline and requests that outgrew the pool.
@@ -92,7 +101,8 @@ class ModelSlot {
   // Reallocates to the target; on error (memory) the slot keeps no cache and the error is returned.
   Status Resize();
 
-  // One step: Schedule, Run, Postprocess. Errors of Model::Step end the step's requests with
+  // One step: [Collect the step in flight], Schedule, Launch, [Collect], Stream, the Collect
+  // where host overlap puts it. Errors of Model::Launch / Collect end the step's requests with
   // kError.
   void Step();
 
@@ -104,13 +114,24 @@ class ModelSlot {
   // Plans the step (planner.h) and applies the plan: preempts, admits with prefix-cache hits,
   // allocates blocks. Returns the batch (empty: nothing to run).
   std::vector<Scheduled> Schedule();
-  // Model::Step over the batch into step_output_; records the step's stats.
-  Status Run(const std::vector<Scheduled>& batch);
-  // After Run: on success advances num_cached, registers full blocks, samples and streams
-  // (ProcessOutputs); on failure ends the batch's requests with the error. Then the step record.
+  bool Overlaps() const;  // SlotOptions::host_overlap for this model
+  // Model::Launch over the batch into step_output_; records the batch's stats.
+  Status Launch(const std::vector<Scheduled>& batch);
+  // Model::Collect of the step in flight, Postprocess, then frees the blocks of requests that
+  // ended while it was in flight.
+  void Collect();
+  // After the step: on success advances num_cached, registers full blocks and appends the tokens
+  // (AppendTokens); on failure ends the batch's requests with the error. Then the step record.
+  // Requests that ended meanwhile (Sequence::ended) are skipped.
   void Postprocess(const std::vector<Scheduled>& batch, const Status& run);
-  void ProcessOutputs(const std::vector<Scheduled>& batch, const StepOutput& out);
-  // Frees the request's blocks and ends it (EndRequest).
+  // Appends each row's token (unsent_); a request its token ends leaves running_ for ending_ and
+  // frees its blocks; a row's sampling error ends its request.
+  void AppendTokens(const std::vector<Scheduled>& batch, const StepOutput& out);
+  // unsent_'s tokens into events (Sequence::TakeOutput), then ends the requests that finished:
+  // ending_'s, and running ones a stop string ended.
+  void Stream();
+  // Ends the request (EndRequest) and frees its blocks; while a step is in flight the request and
+  // its blocks are kept (retired_) until that step is collected, which drops its row.
   void Finish(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status);
   // Finish for a request of running_ (removed from it).
   void FinishRunning(Sequence* seq, FinishReason reason, const Status& status);
@@ -144,6 +165,14 @@ class ModelSlot {
   std::vector<std::unique_ptr<Sequence>> waiting_;  // priority desc, then arrival
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
   StepOutput step_output_;                          // reused by every step
+  std::vector<Scheduled> in_flight_;                // the batch of the step in flight
+  std::vector<std::unique_ptr<Sequence>> retired_;  // ended while a step was in flight; blocks held
+  struct Unsent {
+    Sequence* seq;
+    FinishReason token_end;  // what its last token ends (Sequence::AppendToken), or kNone
+  };
+  std::vector<Unsent> unsent_;                     // appended by the last Collect, streamed by Stream
+  std::vector<std::unique_ptr<Sequence>> ending_;  // ended by their last token (no blocks), until streamed
   ModelStats stats_;
 };
 
@@ -152,9 +181,9 @@ bool WaitsBefore(const Sequence& a, const Sequence& b);
 
 // The one way a request ends, once it holds no KV blocks: the text still held back (unless it
 // ended in error or was cancelled), usage and timings in its final event, the observer's record,
-// the engine's counters, then the final event to its sink. ModelSlot::Finish calls it, and so
-// does the engine for a request whose model was unloaded before the request reached it.
-void EndRequest(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status, const std::string& model,
+// the engine's counters, then the final event to its sink; marks it ended. ModelSlot::Finish calls
+// it, and so does the engine for a request whose model was unloaded before the request reached it.
+void EndRequest(Sequence& seq, FinishReason reason, const Status& status, const std::string& model,
                 EngineCounters& counters, const EngineObserver& observer);
 
 }  // namespace df11

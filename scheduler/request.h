@@ -33,6 +33,11 @@ enum class FinishReason {
 };
 const char* FinishReasonName(FinishReason reason);  // "stop", "length", "eos", ...
 
+// Whether a model's next step is launched before the last one's tokens are detokenized and
+// streamed (EngineOptions::host_overlap): kAuto where the step runs asynchronously (CUDA), kAlways
+// also on the CPU (tests: the same order of work as on CUDA), kNever never.
+enum class HostOverlap { kAuto, kAlways, kNever };
+
 // One generation request. Prompt tokens are final (the server has tokenized and applied the chat
 // template); the engine does sampling, stop handling and incremental detokenization.
 struct GenerateRequest {

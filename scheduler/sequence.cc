@@ -24,8 +24,7 @@ Sequence::Sequence(RequestId id_, GenerateRequest request_, EventSink sink_, std
   submitted = Clock::now();
 }
 
-FinishReason Sequence::Append(const SampleResult& sample, const FinishRules& rules, Clock::time_point now,
-                              RequestEvent& event) {
+FinishReason Sequence::AppendToken(const SampleResult& sample, const FinishRules& rules, Clock::time_point now) {
   if (generated() == 0) {
     first_token = now;
   } else {
@@ -34,19 +33,35 @@ FinishReason Sequence::Append(const SampleResult& sample, const FinishRules& rul
   last_token = now;
   tokens.push_back(sample.token);
   usage.generated_tokens = generated();
-  event.token_ids.push_back(sample.token);
-  if (request.logprobs || request.sampling.top_logprobs > 0) {
-    event.logprobs.push_back({sample.token, sample.logprob, sample.top});
+  FinishReason reason = FinishReason::kNone;
+  if (Contains(request.stop_token_ids, sample.token)) {
+    reason = FinishReason::kStop;
+  } else if (!request.ignore_eos && Contains(rules.eos_ids, sample.token)) {
+    reason = FinishReason::kEos;
+  } else if (generated() >= request.max_tokens || static_cast<int64_t>(tokens.size()) >= rules.max_positions) {
+    reason = FinishReason::kLength;
   }
-  if (Contains(request.stop_token_ids, sample.token)) return FinishReason::kStop;
-  if (!request.ignore_eos && Contains(rules.eos_ids, sample.token)) return FinishReason::kEos;
-  if (detokenizer_) {
-    event.text += stop_.Push(detokenizer_->Push(sample.token));
-    if (stop_.stopped()) return FinishReason::kStop;
+  unsent_.push_back({sample, reason != FinishReason::kStop && reason != FinishReason::kEos});
+  return reason;
+}
+
+FinishReason Sequence::TakeOutput(RequestEvent& event) {
+  FinishReason reason = FinishReason::kNone;
+  for (Unsent& u : unsent_) {
+    event.token_ids.push_back(u.sample.token);
+    if (request.logprobs || request.sampling.top_logprobs > 0) {
+      event.logprobs.push_back({u.sample.token, u.sample.logprob, std::move(u.sample.top)});
+    }
+    if (u.text && detokenizer_) {
+      event.text += stop_.Push(detokenizer_->Push(u.sample.token));
+      if (stop_.stopped()) {
+        reason = FinishReason::kStop;
+        break;
+      }
+    }
   }
-  if (generated() >= request.max_tokens) return FinishReason::kLength;
-  if (static_cast<int64_t>(tokens.size()) >= rules.max_positions) return FinishReason::kLength;
-  return FinishReason::kNone;
+  unsent_.clear();
+  return reason;
 }
 
 void Sequence::FlushText(RequestEvent& event) {

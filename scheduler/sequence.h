@@ -43,6 +43,7 @@ struct Sequence {
   bool prefilling() const { return static_cast<int64_t>(tokens.size()) - num_cached > 1; }
 
   std::optional<FinishReason> pending_finish;  // set off the step path (cancel, deadline)
+  bool ended = false;  // its final event went out (EndRequest); a step in flight may still hold its row
 
   // Output side.
   RequestUsage usage;
@@ -50,10 +51,16 @@ struct Sequence {
   bool scheduled_once = false;
   std::vector<double> inter_token_seconds;
 
-  // Adds a sampled token at `now`; fills `event` (ids, text, logprobs) and returns why generation
-  // ends, or kNone.
-  FinishReason Append(const SampleResult& sample, const FinishRules& rules, Clock::time_point now,
-                      RequestEvent& event);
+  // Adds a sampled token at `now` and returns why the token alone ends generation (a stop id, eos,
+  // max_tokens, the context length), or kNone. Its ids, logprobs and text go out with the next
+  // TakeOutput; the engine appends a step's tokens before launching the next step and takes their
+  // output while that step runs (stop strings are known then).
+  FinishReason AppendToken(const SampleResult& sample, const FinishRules& rules, Clock::time_point now);
+  // Moves what the tokens appended since the last call give into `event`: ids, logprobs, and text
+  // (through the detokenizer and the stop strings; none for a stop id or eos). kStop when a stop
+  // string matched (it wins over max_tokens; tokens after it are dropped), else kNone.
+  FinishReason TakeOutput(RequestEvent& event);
+  bool has_output() const { return !unsent_.empty(); }
   // Moves the text still held back (detokenizer and stop filter) into `event`; call once at the end.
   void FlushText(RequestEvent& event);
   // Usage and timings for the final event at `now`.
@@ -63,6 +70,11 @@ struct Sequence {
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::unique_ptr<IncrementalDetokenizer> detokenizer_;  // null without a tokenizer
   StopFilter stop_;
+  struct Unsent {
+    SampleResult sample;
+    bool text;  // goes through the detokenizer (not a stop id or eos)
+  };
+  std::vector<Unsent> unsent_;  // appended, not yet in an event
 };
 
 }  // namespace df11

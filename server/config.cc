@@ -121,6 +121,9 @@ void AddServerFlags(CLI::App& app, ServerConfig& c) {
   Flag(app, "kv-memory-fraction", c.engine.kv_memory_fraction, "GPU: fraction of free memory for KV when kv-memory-bytes is 0");
   Flag(app, "max-waiting", c.engine.max_waiting, "waiting requests before RESOURCE_EXHAUSTED");
   Flag(app, "prefix-caching", c.engine.prefix_caching, "reuse KV blocks of shared prompt prefixes");
+  Flag(app, "host-overlap", c.host_overlap,
+       "CUDA: detokenize and stream a step's tokens while the next step runs (a stop string is seen a step late; "
+       "outputs are the same)");
   Flag(app, "max-model-bytes", c.engine.max_model_bytes,
        "device memory budget for the resident models' weights (0 = ask the device); models beyond it wait in the "
        "host or disk tier and are brought in on demand");
@@ -191,6 +194,7 @@ Status FinishConfig(ServerConfig& c) {
     c.models.push_back(spec);
   }
   c.engine.device = c.device == "cuda" ? Device::kCuda : Device::kCpu;
+  c.engine.host_overlap = c.host_overlap ? HostOverlap::kAuto : HostOverlap::kNever;
   DF11_RETURN_IF_ERROR(CheckPositive(c.engine.max_batched_tokens, "max-batched-tokens"));
   DF11_RETURN_IF_ERROR(CheckPositive(c.engine.max_seqs, "max-seqs"));
   DF11_RETURN_IF_ERROR(CheckPositive(c.engine.block_size, "block-size"));

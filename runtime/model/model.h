@@ -181,6 +181,19 @@ class Model {
   //   OUT_OF_RANGE: a position >= max_position_embeddings, a block id outside the cache.
   Status Step(const StepInput& input, StepOutput& output);
 
+  // Step in two halves, for a caller with host work to do while the GPU runs the step (Step is
+  // Launch then Collect). Launch validates (Step's errors, touching nothing) and enqueues the
+  // step; `input` may go once it returns. Collect waits for the step and fills the rest of
+  // `output`, the one Launch was given (samples, logits, timings); the caller leaves it alone in
+  // between. On the CPU Launch runs the whole step and Collect only returns. Launch with a step in
+  // flight, Collect with none, Offload or Restore with one: FAILED_PRECONDITION. A Launch that
+  // fails leaves no step in flight; a failed Collect ends the step (its output is not valid).
+  Status Launch(const StepInput& input, StepOutput& output);
+  Status Collect(StepOutput& output);
+  bool step_in_flight() const { return step_in_flight_; }
+  // Whether Launch returns before the step's work is done (CUDA).
+  bool launches_async() const { return options_.device == Device::kCuda; }
+
   // Weight tiers (the scheduler decides when: scheduler/residency.h). Offload copies every
   // device weight into one page-locked host image the model owns and frees the device memory
   // (weights, step workspaces, captured graphs); Restore allocates it again and copies the image
@@ -224,9 +237,11 @@ class Model {
   static bool SamplesRows(const StepInput& input, const StepOutput& output);
   // CPU backend: output.samples from output.logits, rows in parallel; clears the logits.
   void SampleOnHost(const StepInput& input, StepOutput& output);
-  Status LoadCuda();                                            // model_cuda_load.cc
-  Status StepCuda(const StepInput& input, StepOutput& output);  // model_cuda_step.cc
-  Status OffloadCuda();                                         // model_tier.cc
+  Status LoadCuda();                                              // model_cuda_load.cc
+  Status StepCpu(const StepInput& input, StepOutput& output);     // the whole step: Launch on the CPU
+  Status LaunchCuda(const StepInput& input, StepOutput& output);  // model_cuda_step.cc
+  Status CollectCuda(StepOutput& output);
+  Status OffloadCuda();  // model_tier.cc
   Status RestoreCuda();
   Status MakeHostImageCuda();  // every device weight copied into CudaState::image
   void ReleaseDeviceCuda();    // frees every device weight and workspace (the image holds the weights)
@@ -244,6 +259,7 @@ class Model {
   LoadReport report_;
   std::unique_ptr<CudaState> cuda_;  // kCuda only
   bool offloaded_ = false;           // Offload / Restore
+  bool step_in_flight_ = false;      // Launch .. Collect
 };
 
 // Inverse rotary frequencies [rotary_dim / 2] computed in fp32 exactly as transformers'

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -148,6 +149,14 @@ struct Model::CudaState {
   cuda::DeviceBuffer sampler_workspace;    // cuda::SamplingWorkspaceBytes, reserved at load
   cuda::DeviceBuffer sampler_inputs;       // DeviceSampleRow rows, then PenaltyEntry rows
   cuda::DeviceBuffer sampler_outputs;      // SampledRow rows
+  // The step in flight's sampled rows: copied into `sampled_host` (page-locked, grown on demand)
+  // by Sample, read by CollectSamples; with each row's error found on the host and whether it
+  // asked for logprobs. sampled_rows 0: the step samples nothing.
+  cuda::PinnedHostBuffer sampled_host;
+  int64_t sampled_rows = 0;
+  std::vector<Status> sample_errors;
+  std::vector<uint8_t> sample_logprobs;
+  std::chrono::steady_clock::time_point launch_time;  // of the step in flight (StepOutput::step_seconds)
   // Decode steps replay a graph per (tokens, rounded max keys) once captured, while the buffers,
   // scratch and KV pools it baked in stay where they were.
   struct StepGraph {
@@ -232,9 +241,11 @@ struct Model::CudaState {
   // and replayed, then replayed. After a capture the runtime refuses, new shapes run op by op.
   Status ReplayOrCapture(int64_t tokens, int64_t max_keys, const std::array<uint64_t, 6>& pointers,
                          const std::function<Status()>& forward);
-  // output.samples from logits [rows, vocab] fp32 on the device (model_cuda_sample.cc); waits
-  // for the stream.
-  Status Sample(const StepInput& input, float* logits, int64_t vocab, StepOutput& output);
+  // Enqueues the sampling of logits [rows, vocab] fp32 on the device, rows as output.rows, and the
+  // copy of the sampled rows into sampled_host (model_cuda_sample.cc); does not wait.
+  Status Sample(const StepInput& input, const StepOutput& output, float* logits, int64_t vocab);
+  // output.samples from sampled_host, once the stream is done.
+  void CollectSamples(StepOutput& output) const;
 };
 
 #else

@@ -1,4 +1,4 @@
-// Model::StepCuda: the CUDA backend of the decoder layer (decoder_layer.h), bf16 activations.
+// Model::LaunchCuda / CollectCuda: the CUDA backend of the decoder layer (decoder_layer.h), bf16 activations.
 // One stream; the host enqueues the whole step and waits once, for the logits. DF11 linears with
 // lane streams run a fused DF11 linear up to ModelOptions::tile_max_tokens tokens (the GEMV below
 // kTileGemmMinTokens, the tensor-core TileGemm from there for fixed lanes), fixed lanes of 4 rows
@@ -399,7 +399,7 @@ struct Model::CudaOps {
   Status AddInPlace(uint16_t* x, const uint16_t* y, int64_t n) { return cuda::AddInPlace(x, y, n, st.stream); }
 };
 
-Status Model::StepCuda(const StepInput& input, StepOutput& output) {
+Status Model::LaunchCuda(const StepInput& input, StepOutput& output) {
   const auto start = std::chrono::steady_clock::now();
   const ModelConfig& c = config_;
   CudaState& st = *cuda_;
@@ -502,29 +502,39 @@ Status Model::StepCuda(const StepInput& input, StepOutput& output) {
     DF11_RETURN_IF_ERROR(forward());
   }
 
-  // Then one copy of the logits, or of the sampled tokens.
+  // Then one copy of the logits (waits for the step), or of the sampled tokens into page-locked
+  // memory (does not: CollectCuda reads them).
   output.samples.clear();
+  st.sampled_rows = 0;
   if (SamplesRows(input, output)) {
     output.logits.clear();
-    DF11_RETURN_IF_ERROR(st.Sample(input, b.logits_f32, vocab, output));
+    DF11_RETURN_IF_ERROR(st.Sample(input, output, b.logits_f32, vocab));
   } else {
     output.logits.resize(R * vocab);
     DF11_RETURN_IF_ERROR(cuda::CopyToHost(output.logits.data(), b.logits_f32, R * vocab * 4, stream));
   }
   DF11_RETURN_IF_ERROR(st.span_timer.End(stream));
-  DF11_RETURN_IF_ERROR(cuda::Synchronize(stream));  // also when no rows were copied: the step is done
+  st.launch_time = start;
+  return Status::Ok();
+}
+
+Status Model::CollectCuda(StepOutput& output) {
+  CudaState& st = *cuda_;
+  DF11_RETURN_IF_ERROR(cuda::Synchronize(st.stream));  // also when no rows were copied: the step is done
+  if (st.sampled_rows > 0) st.CollectSamples(output);
   DF11_ASSIGN_OR_RETURN(output.gpu_seconds, st.span_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.decompress_seconds, st.decode_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.gemm_seconds, st.gemm_timer.Seconds());
   DF11_ASSIGN_OR_RETURN(output.attention_seconds, st.attention_timer.Seconds());
   output.replayed_graph = st.replayed_graph;
-  output.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  output.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.launch_time).count();
   return Status::Ok();
 }
 
 #else
 
-Status Model::StepCuda(const StepInput&, StepOutput&) { return Unimplemented("this build has no CUDA"); }
+Status Model::LaunchCuda(const StepInput&, StepOutput&) { return Unimplemented("this build has no CUDA"); }
+Status Model::CollectCuda(StepOutput&) { return Unimplemented("this build has no CUDA"); }
 
 #endif
 

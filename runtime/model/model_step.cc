@@ -2,6 +2,7 @@
 // activations), logits (see model.h and decoder_layer.h).
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 
 #include "kernels/base/parallel.h"
@@ -193,10 +194,32 @@ Status Model::Logits(const StepBatch& batch, const float* hidden, StepOutput& ou
 }
 
 Status Model::Step(const StepInput& input, StepOutput& output) {
+  DF11_RETURN_IF_ERROR(Launch(input, output));
+  return Collect(output);
+}
+
+Status Model::Launch(const StepInput& input, StepOutput& output) {
+  if (step_in_flight_) return FailedPrecondition(checkpoint_->dir() + ": a step is in flight (Collect it first)");
   if (offloaded_)
     return FailedPrecondition(checkpoint_->dir() + ": the weights are offloaded to host memory (Restore first)");
   DF11_RETURN_IF_ERROR(Validate(input));
-  if (options_.device == Device::kCuda) return StepCuda(input, output);
+  if (options_.device == Device::kCuda) {
+    DF11_RETURN_IF_ERROR(LaunchCuda(input, output));
+  } else {
+    DF11_RETURN_IF_ERROR(StepCpu(input, output));
+  }
+  step_in_flight_ = true;
+  return Status::Ok();
+}
+
+Status Model::Collect(StepOutput& output) {
+  if (!step_in_flight_) return FailedPrecondition(checkpoint_->dir() + ": no step in flight to collect");
+  step_in_flight_ = false;
+  return options_.device == Device::kCuda ? CollectCuda(output) : Status::Ok();
+}
+
+Status Model::StepCpu(const StepInput& input, StepOutput& output) {
+  const auto start = std::chrono::steady_clock::now();
   const ModelConfig& c = config_;
   const StepBatch batch = BuildStepBatch(input, input.kv_cache->shape().block_size);
   const int64_t T = batch.num_tokens();
@@ -216,6 +239,7 @@ Status Model::Step(const StepInput& input, StepOutput& output) {
   DF11_RETURN_IF_ERROR(RunDecoderLayers(ops, c, layers_, buffers, T));
   DF11_RETURN_IF_ERROR(Logits(batch, buffers.hidden, output));
   SampleOnHost(input, output);
+  output.step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }
 

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
 #include <tuple>
 
@@ -429,6 +430,67 @@ TEST_P(ModelTest, SamplingInTheStepMatchesSamplingTheLogits) {
   const Status st = model->Step(mixed, out);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("one or the other"), std::string::npos) << st.ToString();
+}
+
+// Launch then Collect (the engine's host overlap): the input may go before Collect, host work runs
+// in between, and the samples are the CPU sampler's on the same step's logits; 300 rows grow the
+// page-locked copy of the sampled rows (256 at first). A second Launch, an Offload or a Collect
+// out of turn are FAILED_PRECONDITION and change nothing.
+TEST_P(ModelTest, LaunchThenCollectGivesTheStepsSamples) {
+  const auto [bf16_dir, df11_dir] = MakeModels("qwen3-tiny");
+  auto model = Load(df11_dir);
+  ASSERT_TRUE(model);
+  StepOutput out;
+  EXPECT_EQ(model->Collect(out).code(), StatusCode::kFailedPrecondition);
+  const int64_t vocab = model->config().vocab_size;
+  for (const int rows : {4, 300}) {
+    auto cache = KvCache::Create(model->config(), rows, kTestBlockSize, device());
+    ASSERT_TRUE(cache.ok());
+    auto params = [](int s) {
+      return s % 3 == 1 ? SamplingParams{.temperature = 0.8f, .seed = static_cast<uint64_t>(s), .top_logprobs = 2}
+                        : SamplingParams{.temperature = 0.0f};
+    };
+    auto input = [&](bool sample) {
+      StepInput in;
+      in.kv_cache = &*cache;
+      for (int s = 0; s < rows; ++s) {
+        SequenceInput seq;
+        seq.tokens = {kPrompt[s % kPrompt.size()], kPrompt[(s + 1) % kPrompt.size()]};
+        seq.block_table = {s};
+        seq.logits_for = {1};
+        if (sample) seq.sample = RowSampling{params(s), {kPrompt, {}, 0, s % 3 == 1}};
+        in.sequences.push_back(std::move(seq));
+      }
+      return in;
+    };
+    StepOutput logits;
+    ASSERT_TRUE(model->Step(input(false), logits).ok());
+    {
+      const StepInput in = input(true);
+      const Status st = model->Launch(in, out);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+    }  // the input goes before Collect
+    EXPECT_TRUE(model->step_in_flight());
+    StepOutput other;
+    EXPECT_EQ(model->Launch(input(true), other).code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(model->Offload().code(), StatusCode::kFailedPrecondition);
+    std::vector<float> host_work(1 << 20, 1.0f);  // touched while the step runs
+    EXPECT_EQ(std::accumulate(host_work.begin(), host_work.end(), 0.0f), static_cast<float>(host_work.size()));
+    const Status st = model->Collect(out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_FALSE(model->step_in_flight());
+    EXPECT_EQ(model->Collect(out).code(), StatusCode::kFailedPrecondition);
+    ASSERT_EQ(out.samples.size(), static_cast<size_t>(rows));
+    EXPECT_GT(out.step_seconds, 0.0);
+    for (int s = 0; s < rows; ++s) {
+      auto want = Sample(std::span<const float>(logits.logits.data() + s * vocab, vocab), params(s),
+                         {kPrompt, {}, 0, s % 3 == 1});
+      ASSERT_TRUE(want.ok() && out.samples[s].ok()) << rows << " rows, row " << s;
+      EXPECT_EQ(out.samples[s]->token, want->token) << rows << " rows, row " << s;
+      EXPECT_EQ(out.samples[s]->logprob, want->logprob) << rows << " rows, row " << s;
+      EXPECT_EQ(out.samples[s]->top, want->top) << rows << " rows, row " << s;
+    }
+  }
 }
 
 // Offload then Restore (the host tier) gives back every bit: the same prefill and decode steps

@@ -32,8 +32,8 @@ TEST(EndRequest, FinalEventRecordAndCountersOfAWaitingRequest) {
       },
       nullptr);
 
-  EndRequest(std::move(seq), FinishReason::kCancelled, Status(StatusCode::kCancelled, "model 'm' was unloaded"), "m",
-             counters, observer);
+  EndRequest(*seq, FinishReason::kCancelled, Status(StatusCode::kCancelled, "model 'm' was unloaded"), "m", counters,
+             observer);
 
   ASSERT_TRUE(final_event.has_value());
   EXPECT_TRUE(final_event->finished);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -88,8 +89,16 @@ inline std::vector<int32_t> TestPrompt(int n, int seed) {
   return p;
 }
 
+// EngineOptions::host_overlap for the engine tests: DF11_TEST_HOST_OVERLAP=always runs them with
+// the host work beside the step's, as on CUDA (tests/CMakeLists.txt runs the Engine* tests twice).
+inline HostOverlap TestHostOverlap() {
+  const char* v = std::getenv("DF11_TEST_HOST_OVERLAP");
+  return v != nullptr && std::string(v) == "always" ? HostOverlap::kAlways : HostOverlap::kAuto;
+}
+
 inline EngineOptions SmallEngineOptions() {
   EngineOptions o;
+  o.host_overlap = TestHostOverlap();
   o.threads = 2;
   o.block_size = 4;
   o.max_batched_tokens = 256;

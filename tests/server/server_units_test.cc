@@ -314,6 +314,12 @@ TEST(Config, FlagsAndEnvironment) {
   unsetenv("DF11D_MAX_WAITING");
   ASSERT_TRUE(FinishConfig(config).ok());
   EXPECT_EQ(config.engine.max_waiting, 17);
+  EXPECT_EQ(config.engine.host_overlap, HostOverlap::kAuto);  // the default
+  const char* off[] = {"df11d", "--model", "a=/p", "--kv-memory-bytes", "1000", "--host-overlap=false"};
+  app.parse(6, const_cast<char**>(off));
+  ASSERT_TRUE(FinishConfig(config).ok());
+  EXPECT_EQ(config.engine.host_overlap, HostOverlap::kNever);
+  config.host_overlap = true;
   EXPECT_EQ(config.grpc_address, "127.0.0.1:1");
   ASSERT_EQ(config.models.size(), 1u);
   EXPECT_EQ(config.models[0].name, "a");
