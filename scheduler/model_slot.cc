@@ -147,11 +147,15 @@ void ModelSlot::Finish(std::unique_ptr<Sequence> seq, FinishReason reason, const
   EndRequest(*seq, reason, status, spec_.name, counters_, observer_);
 }
 
-void ModelSlot::FinishRunning(Sequence* seq, FinishReason reason, const Status& status) {
-  auto it = std::ranges::find_if(running_, [&](const auto& s) { return s.get() == seq; });
-  std::unique_ptr<Sequence> owned = std::move(*it);
-  running_.erase(it);
-  Finish(std::move(owned), reason, status);
+void ModelSlot::FinishListed(Sequence* seq, FinishReason reason, const Status& status) {
+  for (auto* list : {&running_, &waiting_}) {
+    auto it = std::ranges::find_if(*list, [&](const auto& s) { return s.get() == seq; });
+    if (it == list->end()) continue;
+    std::unique_ptr<Sequence> owned = std::move(*it);
+    list->erase(it);
+    Finish(std::move(owned), reason, status);
+    return;
+  }
 }
 
 void ModelSlot::SetTargetBlocks(int64_t blocks) {
@@ -329,9 +333,8 @@ void ModelSlot::Step() {
 }
 
 void ModelSlot::Drain() {
-  if (!in_flight()) return;
-  Collect();
-  Stream();
+  if (in_flight()) Collect();
+  Stream();  // also what a Step that threw left to stream (nothing, normally)
 }
 
 Status ModelSlot::Launch(const std::vector<Scheduled>& batch) {
@@ -388,7 +391,7 @@ void ModelSlot::Postprocess(const std::vector<Scheduled>& batch, const Status& r
       if (s->pending_finish == FinishReason::kError) failed.push_back(s.get());
     }
     const Status err(run.code(), spec_.name + ": step failed: " + run.message());
-    for (Sequence* s : failed) FinishRunning(s, FinishReason::kError, err);
+    for (Sequence* s : failed) FinishListed(s, FinishReason::kError, err);
   } else {
     for (const Scheduled& s : batch) {
       if (s.seq->ended) continue;
@@ -419,7 +422,7 @@ void ModelSlot::AppendTokens(const std::vector<Scheduled>& batch, const StepOutp
     if (!seq.request.warmup) stats_.generated_tokens_total += 1;
     unsent_.push_back({&seq, end});
   }
-  for (auto& [seq, status] : failed) FinishRunning(seq, FinishReason::kError, status);
+  for (auto& [seq, status] : failed) FinishListed(seq, FinishReason::kError, status);
   // Requests their token ends leave the running set now, so the next step does not hold them.
   for (const Unsent& u : unsent_) {
     if (u.token_end == FinishReason::kNone) continue;
@@ -442,12 +445,15 @@ void ModelSlot::Stream() {
     if (end != FinishReason::kNone) ended.emplace_back(u.seq, end);
   }
   unsent_.clear();
-  for (auto [seq, end] : ended) {
-    auto it = std::ranges::find_if(ending_, [&](const auto& s) { return s.get() == seq; });
+  for (const auto& e : ended) {
+    Sequence* seq = e.first;
+    auto it = std::ranges::find_if(ending_, [seq](const auto& s) { return s.get() == seq; });
     if (it != ending_.end()) {
-      EndRequest(*seq, end, Status(), spec_.name, counters_, observer_);
+      EndRequest(*seq, e.second, Status(), spec_.name, counters_, observer_);
     } else {
-      FinishRunning(seq, end, Status());  // a stop string: the step in flight holds it (host overlap)
+      // A stop string: the request is running (in the step in flight, with host overlap), or
+      // waiting again (Schedule preempted it after its token was appended).
+      FinishListed(seq, e.second, Status());
     }
   }
   ending_.clear();

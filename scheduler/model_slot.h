@@ -133,8 +133,8 @@ class ModelSlot {
   // Ends the request (EndRequest) and frees its blocks; while a step is in flight the request and
   // its blocks are kept (retired_) until that step is collected, which drops its row.
   void Finish(std::unique_ptr<Sequence> seq, FinishReason reason, const Status& status);
-  // Finish for a request of running_ (removed from it).
-  void FinishRunning(Sequence* seq, FinishReason reason, const Status& status);
+  // Finish for a request of running_ or waiting_ (removed from it).
+  void FinishListed(Sequence* seq, FinishReason reason, const Status& status);
   // Prefix-cache hits of a waiting sequence: (cached full blocks, of which evictable).
   std::pair<int64_t, int64_t> PrefixHits(const Sequence& seq, std::vector<int32_t>* blocks,
                                          std::vector<uint64_t>* hashes) const;

@@ -20,13 +20,21 @@ class EngineOverlapTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
 
-  static std::unique_ptr<Engine> Make(HostOverlap overlap) {
+  // kv_blocks > 0: a KV cache of exactly that many blocks (preemption when requests outgrow it).
+  static std::unique_ptr<Engine> Make(HostOverlap overlap, int64_t kv_blocks = 0) {
     EngineOptions o = SmallEngineOptions();
     o.host_overlap = overlap;
     o.max_batched_tokens = 24;  // prompts are chunked while others decode
+    ModelSpec spec{.name = "tiny", .path = dir_->path() + "/m"};
+    if (kv_blocks > 0) {
+      auto model = Model::Load(spec.path);
+      EXPECT_TRUE(model.ok());
+      o.kv_memory_bytes = kv_blocks * KvCache::BytesPerBlock((*model)->config(), o.block_size, Device::kCpu);
+      spec.kv_min_blocks = kv_blocks;
+    }
     auto engine = Engine::Create(o);
     EXPECT_TRUE(engine.ok()) << engine.status().ToString();
-    const Status st = (*engine)->LoadModel({.name = "tiny", .path = dir_->path() + "/m"});
+    const Status st = (*engine)->LoadModel(spec);
     EXPECT_TRUE(st.ok()) << st.ToString();
     return std::move(engine).value();
   }
@@ -106,7 +114,8 @@ TEST_F(EngineOverlapTest, ConcurrentMixedRequestsGetTheSameOutputs) {
       case 0:
         break;
       case 1:  // the text up to its token 4 (cannot match earlier), and one that never matches
-        r.stop_strings = {"never-matches", Decode(*plain, std::vector<int32_t>(own.tokens.begin(), own.tokens.begin() + 5))};
+        r.stop_strings = {"never-matches",
+                          Decode(*plain, std::vector<int32_t>(own.tokens.begin(), own.tokens.begin() + 5))};
         break;
       case 2:
         r.stop_token_ids = {own.tokens[3]};
@@ -139,6 +148,33 @@ TEST_F(EngineOverlapTest, ConcurrentMixedRequestsGetTheSameOutputs) {
   }
   EXPECT_EQ(stopped, 6);  // every stop string and stop id ended its request
   StepsOnceIdle(*overlapped);
+}
+
+// Preemption and stop strings together: with 12 blocks of 4 positions the newest running request is
+// preempted again and again, also right after the token its stop string ends on was appended (the
+// request is then waiting when its text is streamed).
+TEST_F(EngineOverlapTest, StopStringsOfPreemptedRequestsGiveTheSameOutputs) {
+  auto plain = Make(HostOverlap::kNever);
+  std::vector<GenerateRequest> requests;
+  std::vector<Outcome> want;
+  for (int i = 0; i < 8; ++i) {
+    GenerateRequest r = Greedy("tiny", TestPrompt(9 + i % 3, 40 + i), 22);
+    const Outcome own = RunAlone(*plain, r);
+    ASSERT_EQ(own.tokens.size(), 22u);
+    const size_t k = 3 + (i * 5) % 17;  // the text up to token k (cannot match earlier)
+    r.stop_strings = {Decode(*plain, std::vector<int32_t>(own.tokens.begin(), own.tokens.begin() + k + 1))};
+    want.push_back(RunAlone(*plain, r));
+    requests.push_back(r);
+  }
+  auto overlapped = Make(HostOverlap::kAlways, 12);
+  for (int round = 0; round < 3; ++round) {
+    Recorder rec;
+    for (size_t i = 0; i < requests.size(); ++i) ASSERT_TRUE(overlapped->Submit(requests[i], rec.Sink(i)).ok());
+    ASSERT_TRUE(rec.WaitFinished(static_cast<int>(requests.size())));
+    for (size_t i = 0; i < requests.size(); ++i) ExpectSame(rec.Get(i), want[i], "request " + std::to_string(i));
+    StepsOnceIdle(*overlapped);
+  }
+  EXPECT_GT(overlapped->Stats().models[0].preemptions_total, 0);
 }
 
 TEST_F(EngineOverlapTest, CancelWhileAStepIsInFlightEndsOnceAndFreesEveryBlock) {
