@@ -106,7 +106,8 @@ struct Engine::Impl {
   // engine_loop.cc
   void Run();
   void Apply(EngineCommand& command);
-  void StepGuarded(ModelSlot& slot);
+  // slot.Step(), or with drain slot.Drain(); what throws ends that model's requests with an error.
+  void StepGuarded(ModelSlot& slot, bool drain = false);
   void Rebalance();
   void Publish();
   bool AnyWork() const;

@@ -56,7 +56,7 @@ void Engine::Impl::Run() {
     const int pick = picker.Pick(has_work);
     if (pick >= 0) {
       for (auto& s : slots) {  // one model's step in flight at a time (models may share the decode scratch)
-        if (s.get() != slots[pick].get()) s->Drain();
+        if (s.get() != slots[pick].get() && s->in_flight()) StepGuarded(*s, /*drain=*/true);
       }
       slots[pick]->set_last_used(++use_clock);
       StepGuarded(*slots[pick]);
@@ -68,10 +68,14 @@ void Engine::Impl::Run() {
 
 // A step that throws (out of memory, no thread for the sampler) ends that model's requests with
 // an error status instead of terminating the daemon; the other models keep serving.
-void Engine::Impl::StepGuarded(ModelSlot& slot) {
+void Engine::Impl::StepGuarded(ModelSlot& slot, bool drain) {
   Status failed;
   try {
-    slot.Step();
+    if (drain) {
+      slot.Drain();
+    } else {
+      slot.Step();
+    }
     return;
   } catch (const std::bad_alloc&) {
     failed = ResourceExhausted("model '" + slot.name() + "': out of memory during a step");

@@ -108,6 +108,9 @@ void ModelSlot::RefreshGauges() {
 
 void ModelSlot::FinishAll(FinishReason reason, const Status& status) {
   Drain();
+  // Requests their last token ended whose final event a Stream that threw did not send.
+  for (auto& s : ending_) EndRequest(*s, reason, status, spec_.name, counters_, observer_);
+  ending_.clear();
   for (auto* list : {&running_, &waiting_}) {
     std::vector<std::unique_ptr<Sequence>> seqs = std::move(*list);
     list->clear();
@@ -435,8 +438,10 @@ void ModelSlot::AppendTokens(const std::vector<Scheduled>& batch, const StepOutp
 }
 
 void ModelSlot::Stream() {
+  std::vector<Unsent> unsent;
+  unsent.swap(unsent_);  // a Stream that throws does not send these again
   std::vector<std::pair<Sequence*, FinishReason>> ended;
-  for (const Unsent& u : unsent_) {
+  for (const Unsent& u : unsent) {
     RequestEvent event;
     event.id = u.seq->id;
     FinishReason end = u.seq->TakeOutput(event);  // kStop from a stop string wins over the token's
@@ -444,7 +449,6 @@ void ModelSlot::Stream() {
     u.seq->sink(std::move(event));  // the final event carries this token too: the delta first
     if (end != FinishReason::kNone) ended.emplace_back(u.seq, end);
   }
-  unsent_.clear();
   for (const auto& e : ended) {
     Sequence* seq = e.first;
     auto it = std::ranges::find_if(ending_, [seq](const auto& s) { return s.get() == seq; });
@@ -456,7 +460,7 @@ void ModelSlot::Stream() {
       FinishListed(seq, e.second, Status());
     }
   }
-  ending_.clear();
+  std::erase_if(ending_, [](const auto& s) { return s->ended; });  // all of them, unless a sink threw
   RefreshGauges();
 }
 

@@ -171,8 +171,9 @@ class ModelSlot {
     Sequence* seq;
     FinishReason token_end;  // what its last token ends (Sequence::AppendToken), or kNone
   };
-  std::vector<Unsent> unsent_;                     // appended by the last Collect, streamed by Stream
-  std::vector<std::unique_ptr<Sequence>> ending_;  // ended by their last token (no blocks), until streamed
+  std::vector<Unsent> unsent_;  // appended by the last Collect, streamed by Stream
+  // Ended by their last token (no blocks), until Stream sends their final events.
+  std::vector<std::unique_ptr<Sequence>> ending_;
   ModelStats stats_;
 };
 

@@ -5,6 +5,7 @@
 // counted and its row dropped; every block is freed and nothing is left in flight.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <thread>
 
 #include "tests/scheduler/engine_harness.h"
@@ -197,6 +198,40 @@ TEST_F(EngineOverlapTest, CancelWhileAStepIsInFlightEndsOnceAndFreesEveryBlock) 
       EXPECT_EQ(o.usage.generated_tokens, static_cast<int64_t>(o.tokens.size()));
     }
     StepsOnceIdle(*engine);
+  }
+}
+
+// A sink that throws (a broken contract: sinks must not) ends that model's requests with an error,
+// each with exactly one final event, with or without overlap; the engine keeps serving.
+TEST_F(EngineOverlapTest, ASinkThatThrowsEndsTheModelsRequestsOnce) {
+  for (const HostOverlap overlap : {HostOverlap::kNever, HostOverlap::kAlways}) {
+    auto engine = Make(overlap);
+    Recorder rec;
+    EventSink record = rec.Sink(1);
+    bool thrown = false;
+    auto throwing = [&](RequestEvent&& e) {
+      if (!e.finished && !e.token_ids.empty() && !thrown) {
+        thrown = true;
+        throw std::runtime_error("sink refused");
+      }
+      record(std::move(e));
+    };
+    ASSERT_TRUE(engine->Submit(Greedy("tiny", TestPrompt(8, 1), 5000), rec.Sink(0)).ok());
+    ASSERT_TRUE(engine->Submit(Greedy("tiny", TestPrompt(9, 2), 5000), throwing).ok());
+    ASSERT_TRUE(rec.WaitFinished(2));
+    for (int i = 0; i < 2; ++i) {
+      const Outcome o = rec.Get(i);
+      EXPECT_EQ(o.finals, 1) << i;
+      EXPECT_EQ(o.reason, FinishReason::kError) << i;
+      EXPECT_NE(o.status.message().find("sink refused"), std::string::npos) << o.status.ToString();
+    }
+    EXPECT_EQ(engine->InFlight(), 0);
+    StepsOnceIdle(*engine);
+    // Every token went out once: request 0's are its greedy tokens (none sent twice); still serving.
+    const Outcome a = rec.Get(0);
+    ASSERT_FALSE(a.tokens.empty());
+    const int64_t n = static_cast<int64_t>(a.tokens.size());
+    EXPECT_EQ(RunAlone(*engine, Greedy("tiny", TestPrompt(8, 1), n)).tokens, a.tokens);
   }
 }
 
