@@ -430,6 +430,7 @@ void ModelSlot::AppendTokens(const std::vector<Scheduled>& batch, const StepOutp
   for (const Unsent& u : unsent_) {
     if (u.token_end == FinishReason::kNone) continue;
     auto it = std::ranges::find_if(running_, [&](const auto& s) { return s.get() == u.seq; });
+    if (it == running_.end()) continue;  // not reached: a collected row's request is running or ended
     pool_->ReleaseAll((*it)->blocks);
     (*it)->blocks.clear();
     ending_.push_back(std::move(*it));

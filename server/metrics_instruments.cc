@@ -66,11 +66,12 @@ MetricsInstruments::MetricsInstruments() : registry_(std::make_shared<prometheus
   prefill_ = HistogramFamily(r, "df11_request_prefill_seconds",
                              "Request first scheduled to its first generated token.");
   decode_ = HistogramFamily(r, "df11_request_decode_seconds", "Request first generated token to finished.");
-  step_ = HistogramFamily(r, "df11_step_duration_seconds", "One engine step (forward, sampling, streaming).");
+  step_ = HistogramFamily(r, "df11_step_duration_seconds",
+                          "One engine step, from its launch until its sampled tokens are on the host.");
   decompress_ = HistogramFamily(r, "df11_step_decompress_seconds",
                                 "DF11 weight decompression inside one engine step.");
   gpu_ = HistogramFamily(r, "df11_step_gpu_seconds",
-                         "One engine step's span on the GPU (CUDA steps only; the rest of the step is host work).");
+                         "One engine step's span on the GPU (CUDA steps only).");
   requests_ = CounterFamily(r, "df11_requests_total", "Requests finished, by finish reason.");
   promotions_ = CounterFamily(r, "df11_model_promotions_total",
                               "Models brought to the device, by reason (request, admin) and result (ok, error).");

@@ -114,12 +114,13 @@ struct StepInput {
 
 struct StepOutput {
   int64_t vocab_size = 0;
-  double step_seconds = 0;        // wall time of the whole step (GPU: until logits are on the host)
+  double step_seconds = 0;        // wall time from Launch to the end of Collect (host work between included)
   double decompress_seconds = 0;  // of which DF11 decoding (units and embedding rows)
   double gemm_seconds = 0;        // of which GEMMs (CUDA, StepInput::profile only)
   double attention_seconds = 0;   // of which KV writes + attention (CUDA, StepInput::profile only)
   // CUDA: the step's span on its stream, from the batch arrays' copy to the device to the last copy
-  // back (events); step_seconds minus this is host work the GPU waited for. 0 on the CPU.
+  // back (events); with Step (or a Collect right after Launch) step_seconds minus this is host work
+  // the GPU waited for. 0 on the CPU.
   double gpu_seconds = 0;
   bool replayed_graph = false;  // CUDA: the forward pass ran as a captured graph (ModelOptions::cuda_graphs)
   // [rows.size(), vocab_size] fp32; empty when the sequences asked for sampling. Reuse one

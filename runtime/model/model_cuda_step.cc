@@ -1,5 +1,6 @@
 // Model::LaunchCuda / CollectCuda: the CUDA backend of the decoder layer (decoder_layer.h), bf16 activations.
-// One stream; the host enqueues the whole step and waits once, for the logits. DF11 linears with
+// One stream; LaunchCuda enqueues the whole step, CollectCuda waits for it once (a step that
+// returns logits instead of samples waits in LaunchCuda, for their copy). DF11 linears with
 // lane streams run a fused DF11 linear up to ModelOptions::tile_max_tokens tokens (the GEMV below
 // kTileGemmMinTokens, the tensor-core TileGemm from there for fixed lanes), fixed lanes of 4 rows
 // per tile on the wgmma tile linear to 128 on Hopper (whatever tile_max_tokens); otherwise DF11 units decode into the
