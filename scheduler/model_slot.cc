@@ -441,24 +441,27 @@ void ModelSlot::AppendTokens(const std::vector<Scheduled>& batch, const StepOutp
 void ModelSlot::Stream() {
   std::vector<Unsent> unsent;
   unsent.swap(unsent_);  // a Stream that throws does not send these again
-  std::vector<std::pair<Sequence*, FinishReason>> ended;
+  struct Ended {
+    Sequence* seq;
+    FinishReason end;
+    bool in_ending;  // its token ended it: AppendTokens moved it to ending_
+  };
+  std::vector<Ended> ended;
   for (const Unsent& u : unsent) {
     RequestEvent event;
     event.id = u.seq->id;
     FinishReason end = u.seq->TakeOutput(event);  // kStop from a stop string wins over the token's
     if (end == FinishReason::kNone) end = u.token_end;
     u.seq->sink(std::move(event));  // the final event carries this token too: the delta first
-    if (end != FinishReason::kNone) ended.emplace_back(u.seq, end);
+    if (end != FinishReason::kNone) ended.push_back({u.seq, end, u.token_end != FinishReason::kNone});
   }
-  for (const auto& e : ended) {
-    Sequence* seq = e.first;
-    auto it = std::ranges::find_if(ending_, [seq](const auto& s) { return s.get() == seq; });
-    if (it != ending_.end()) {
-      EndRequest(*seq, e.second, Status(), spec_.name, counters_, observer_);
+  for (const Ended& e : ended) {
+    if (e.in_ending) {
+      EndRequest(*e.seq, e.end, Status(), spec_.name, counters_, observer_);
     } else {
       // A stop string: the request is running (in the step in flight, with host overlap), or
       // waiting again (Schedule preempted it after its token was appended).
-      FinishListed(seq, e.second, Status());
+      FinishListed(e.seq, e.end, Status());
     }
   }
   std::erase_if(ending_, [](const auto& s) { return s->ended; });  // all of them, unless a sink threw
