@@ -107,6 +107,14 @@ inline EngineOptions SmallEngineOptions() {
   return o;
 }
 
+// Bytes of `blocks` KV blocks of `block_size` positions for the model in `dir` on the CPU: a
+// kv_memory_bytes that gives a cache of exactly that many blocks.
+inline int64_t KvBytesOfBlocks(const std::string& dir, int64_t blocks, int64_t block_size) {
+  const StatusOr<ModelConfig> config = LoadModelConfig(dir);
+  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  return config.ok() ? blocks * KvCache::BytesPerBlock(*config, block_size, Device::kCpu) : 0;
+}
+
 // Runs one request alone on `engine` and returns its outcome.
 inline Outcome RunAlone(Engine& engine, GenerateRequest request) {
   Recorder rec;

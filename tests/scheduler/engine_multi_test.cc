@@ -25,9 +25,7 @@ class EngineMultiTest : public ::testing::Test {
   // SmallEngineOptions with a KV budget of exactly 100 blocks of model "a".
   static EngineOptions HundredBlockOptions() {
     EngineOptions o = SmallEngineOptions();
-    auto model = Model::Load(Dir("a"));
-    EXPECT_TRUE(model.ok()) << model.status().ToString();
-    if (model.ok()) o.kv_memory_bytes = 100 * KvCache::BytesPerBlock((*model)->config(), o.block_size, Device::kCpu);
+    o.kv_memory_bytes = KvBytesOfBlocks(Dir("a"), 100, o.block_size);
     return o;
   }
   static ScopedTempDir* dir_;

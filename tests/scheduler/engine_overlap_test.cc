@@ -28,9 +28,7 @@ class EngineOverlapTest : public ::testing::Test {
     o.max_batched_tokens = 24;  // prompts are chunked while others decode
     ModelSpec spec{.name = "tiny", .path = dir_->path() + "/m"};
     if (kv_blocks > 0) {
-      auto model = Model::Load(spec.path);
-      EXPECT_TRUE(model.ok());
-      o.kv_memory_bytes = kv_blocks * KvCache::BytesPerBlock((*model)->config(), o.block_size, Device::kCpu);
+      o.kv_memory_bytes = KvBytesOfBlocks(spec.path, kv_blocks, o.block_size);
       spec.kv_min_blocks = kv_blocks;
     }
     auto engine = Engine::Create(o);

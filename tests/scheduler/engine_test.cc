@@ -101,9 +101,7 @@ TEST_F(EngineTest, ForcedPreemptionEqualsNoPreemption) {
   EngineOptions tiny = SmallEngineOptions();
   ModelSpec spec;
   spec.kv_min_blocks = 12;
-  auto model = Model::Load(ModelDir());
-  ASSERT_TRUE(model.ok());
-  tiny.kv_memory_bytes = 12 * KvCache::BytesPerBlock((*model)->config(), 4, Device::kCpu);
+  tiny.kv_memory_bytes = KvBytesOfBlocks(ModelDir(), 12, 4);
   auto engine = Make(tiny, spec);
   ASSERT_EQ(engine->Models()[0].kv_blocks_total, 12);
   const std::vector<Outcome> got = RunTogether(*engine, cases);
