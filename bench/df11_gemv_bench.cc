@@ -152,10 +152,10 @@ int Main(int argc, char** argv) {
   bool decodes_exact = true;
   // The same at kTileTokens: TileGemm, cuBLAS, Df11TileGemm, fixed decode + cuBLAS.
   // (3, 4, then each bucket's largest token count, and 33 inside the last.)
-  constexpr int kTileBuckets = 9;
+  constexpr int kTileBuckets = 10;
   double tile_bf16[kTileBuckets] = {}, tile_cublas[kTileBuckets] = {}, tile_df11[kTileBuckets] = {},
          tile_scratch[kTileBuckets] = {};
-  constexpr int64_t kTileTokens[kTileBuckets] = {3, 4, 8, 16, 24, 32, 33, 48, 64};
+  constexpr int64_t kTileTokens[kTileBuckets] = {2, 3, 4, 8, 16, 24, 32, 33, 48, 64};
   static_assert(kTileTokens[kTileBuckets - 1] == cuda::kTileGemmMaxTokens, "the last bucket's largest count");
   cuda::GemmHandle gemm;
   Check(gemm.Init(nullptr));

@@ -45,11 +45,12 @@ Status GemvGated(Activation act, const uint16_t* x, const uint16_t* w, const flo
 // fixed lanes use), so the fused DF11 linear (Df11TileGemm, df11_lanes_cuda.h) on the same tiles
 // gives the same bits. Deterministic: the order depends on (rows_per_tile, T's bucket of 8, 16,
 // 32 or 64 tokens (one row per tile: 8, 16, 24, 32, 48 or 64), K) only. On an H100 it beats Gemv from 3 tokens and cuBLAS up to 32 (0.94-0.96x
-// there) and loses to it at 33-64 (1.18x: bench/results/df11_gemv_h100_tile64_final.log). The
+// there) and loses to it at 33-64 (1.18x: bench/results/df11_gemv_h100_tile64_final.log). From 2 tokens since the
+// fused DF11 tile linear got faster than the fused 2-token GEMV (docs/df11-lanes.md, "The tile linear from 2 tokens"). The
 // range still goes to 64 because the BF16 twin must run what a DF11 model runs, and there the
 // fused DF11 linear is 12.2 ms a step against 16.7 for decoding into a scratch then cuBLAS: a
 // DF11 step at 64 tokens gains ~4 ms, a BF16 step loses ~2.3 (docs/df11-lanes.md).
-inline constexpr int64_t kTileGemmMinTokens = 3;
+inline constexpr int64_t kTileGemmMinTokens = 2;
 inline constexpr int64_t kTileGemmMaxTokens = 64;
 // Whether TileGemm takes these operands: T in [kTileGemmMinTokens, kTileGemmMaxTokens], K % 8 == 0,
 // x and W 16-byte aligned.

@@ -44,8 +44,8 @@ struct ModelOptions {
   // batch size once captured; false runs every step op by op (the same kernels, the same bits).
   bool cuda_graphs = true;
   // kCuda, DF11: linears keep their weights as lane streams (kernels/df11_lanes.h) and run fused
-  // DF11 linears, with the bits of what the BF16 model runs: the GEMV at 1-2 tokens (Gemv's),
-  // the tensor-core TileGemm from 3 to tile_max_tokens for fixed lanes; false decodes every unit
+  // DF11 linears, with the bits of what the BF16 model runs: the GEMV at 1 token (Gemv's),
+  // the tensor-core TileGemm from 2 to tile_max_tokens for fixed lanes; false decodes every unit
   // into the scratch before its GEMMs, as before.
   bool df11_lanes = true;
   // How lane streams code exponents (kernels/df11_lanes_fixed.h). kAuto: 3-bit codes with escapes

@@ -1,7 +1,7 @@
 // Model::LaunchCuda / CollectCuda: the CUDA backend of the decoder layer (decoder_layer.h), bf16 activations.
 // One stream; LaunchCuda enqueues the whole step, CollectCuda waits for it once (a step that
 // returns logits instead of samples waits in LaunchCuda, for their copy). DF11 linears with
-// lane streams run a fused DF11 linear up to ModelOptions::tile_max_tokens tokens (the GEMV below
+// lane streams run a fused DF11 linear up to ModelOptions::tile_max_tokens tokens (the GEMV at 1 token, below
 // kTileGemmMinTokens, the tensor-core TileGemm from there for fixed lanes), fixed lanes of 4 rows
 // per tile on the wgmma tile linear to 128 on Hopper (whatever tile_max_tokens); otherwise DF11 units decode into the
 // scratch right before their layer (leaving out the matrices that run fused); embedding rows of DF11 models decode in
@@ -232,8 +232,8 @@ Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t*
                                           int64_t inter, uint16_t* gate_up, uint16_t* out) {
   // One launch where measured faster (H100, Qwen3-8B shape). GEMV (bench/results/ab_h100_gated_gemv.log):
   // BF16 W at 1 token (step 5.87-5.93 ms against 6.01-6.04; at 2 tokens 6.26-6.29 against
-  // 6.24-6.27), fixed lanes at 2 tokens (DF11 step 7.70-7.79 ms against 7.88-7.99; at 1 token
-  // 7.46-7.54 against 7.18-7.21). Tile linear (bench/results/ab_h100_gated_tile.log, two runs
+  // 6.24-6.27; fixed lanes at 1 token 7.46-7.54 against 7.18-7.21, so not there; 2 tokens run the tile
+  // linear since, both formats). Tile linear (bench/results/ab_h100_gated_tile.log, two runs
   // each): fixed lanes at 3-64 tokens (DF11 step at batch 3 / 8 / 32 / 64 8.05-8.16 / 8.20-8.23 /
   // 11.45-11.61 / 14.98 ms against 8.52-8.60 / 8.32 / 11.69-11.80 / 15.74-15.88), BF16 W at 3-32
   // (6.28-6.31 / 6.43-6.46 / 8.18-8.20 against 6.39-6.44 / 6.54-6.55 / 8.43-8.47; at 64 tokens the
@@ -278,11 +278,6 @@ Status Model::CudaState::GateUpActivation(const DeviceLinear& w, const uint16_t*
         return TimedGemm(
             [&] { return cuda::TileGemmGated(act, x, data, w.bias, tokens, inter, w.in_features, out, stream); });
       }
-    }
-    if (tokens == 2 && w.lanes >= 0 && Df11GemvGatedApplies(x, lanes[w.lanes].lanes(), tokens, inter)) {
-      return TimedGemm([&] {
-        return Df11GemvGated(act, x, lanes[w.lanes].lanes(), SignMantissa(w), w.bias, tokens, inter, out, stream);
-      });
     }
     if (tokens == 1 && w.lanes < 0) {
       DF11_ASSIGN_OR_RETURN(const uint16_t* data, WeightData(w, tokens));

@@ -777,13 +777,13 @@ LinearFn WgmmaTileFused(int config) {
 // per tile, in every token bucket.
 TEST(Df11LanesCuda, FusedTileGemmIsTileGemmBitForBit) {
   REQUIRE_GPU();
-  ExpectFusedIsTwin({3, 4, 8, 9, 16, 17, 24, 25, 32, 33, 48, 49, 64}, 2, 6, TileTwin, TileFused);
+  ExpectFusedIsTwin({2, 3, 4, 8, 9, 16, 17, 24, 25, 32, 33, 48, 49, 64}, 2, 6, TileTwin, TileFused);
   const auto x = Upload(std::vector<uint16_t>(size_t{8} * 64, 0));
   const auto m = MakeMatrix(testing::GaussianWeights(size_t{8195} * 64, 0.02f, 3), 8195, 64);
   EXPECT_TRUE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[4].lanes(), 8));   // 4 rows per tile, FixedRowsPerTile's
   EXPECT_FALSE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[2].lanes(), 8));  // 1 row per tile: not the twin's
   EXPECT_FALSE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[1].lanes(), 8));  // Huffman lanes
-  EXPECT_FALSE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[4].lanes(), 2));
+  EXPECT_FALSE(Df11TileGemmApplies(x.as<uint16_t>(), m->lanes[4].lanes(), 1));
   EXPECT_EQ(Df11TileGemm(x.as<uint16_t>(), m->lanes[1].lanes(), m->unit.unit().sign_mantissa, nullptr, 8, false,
                          nullptr, nullptr)
                 .code(),
@@ -887,7 +887,7 @@ TEST(Df11LanesCuda, FusedLinearsWithSparseRareBytesAreTheirTwinsBitForBit) {
   REQUIRE_GPU();
   {
     SCOPED_TRACE("Df11TileGemm");
-    ExpectFusedIsTwin({3, 16, 24, 32, 33, 64}, 2, 8, TileTwin, TileFused, SparseRareWeights);
+    ExpectFusedIsTwin({2, 3, 16, 24, 32, 33, 64}, 2, 8, TileTwin, TileFused, SparseRareWeights);
   }
   {
     SCOPED_TRACE("Df11Gemv");
@@ -912,7 +912,7 @@ TEST(Df11LanesCuda, FusedTileGemmGatedIsTileGemmGatedBitForBit) {
   REQUIRE_GPU();
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{32, 264}, {1024, 4096}, {96, 12288}};
   ExpectGatedIsTwin(
-      shapes, {3, 8, 16, 17, 24, 33, 48, 64},
+      shapes, {2, 3, 8, 16, 17, 24, 33, 48, 64},
       [](const DeviceMatrix& m, const DeviceLanes& w, Activation act, const uint16_t* x, const float* bias, int64_t t,
          int64_t inter, uint16_t* out) {
         return cuda::TileGemmGated(act, x, m.plain.as<uint16_t>(), bias, t, inter, w.cols, out, nullptr,

@@ -144,15 +144,13 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
   EXPECT_GE(r.bf16_weight_bytes, bf16->load_report().bf16_weight_bytes);  // a tied DF11 model may hold an lm_head copy
   EXPECT_GT(r.scratch_bytes, 0u);
   ASSERT_NO_FATAL_FAILURE(ExpectSameGreedyRun(*bf16, *df11, 64));
-  // Batches: 2, 3, 8, 12, 24, 64 and 100 sequences (on CUDA at 2 the fused GEMV, gate|up with its activation
-  // in one launch for fixed lanes while the BF16 twin runs the two; then the fused DF11 tensor-core
-  // linear for fixed lanes, in its 8- and 64-token buckets; Huffman lanes decoded, then the same
-  // TileGemm; on a compute capability 9.0 GPU, matrices of 4 rows per tile at 17-64 tokens, as 24
-  // sequences' decode steps (a plain linear from 17 tokens), 12 sequences' 36-token first step and
-  // 64 sequences' decode steps, the wgmma tile linear for DF11 and for BF16, or cuBLAS for BF16 where
-  // GemmHandle::CheckCublasBits found its bits; the same at 65-128 tokens, as 100 sequences' decode
-  // steps, where the DF11 units' decodes leave those matrices out). At batch 1 the BF16 twin runs
-  // gate|up with its activation in one launch.
+  // Batches: 2, 3, 8, 12, 24, 64 and 100 sequences (on CUDA the fused DF11 tensor-core linear for
+  // fixed lanes, gate|up with its activation in one launch, in its 8- and 64-token buckets; Huffman lanes decoded, then
+  // the same TileGemm; on a compute capability 9.0 GPU, matrices of 4 rows per tile at 17-64 tokens, as 24 sequences'
+  // decode steps (a plain linear from 17 tokens), 12 sequences' 36-token first step and 64 sequences' decode steps, the
+  // wgmma tile linear for DF11 and for BF16, or cuBLAS for BF16 where GemmHandle::CheckCublasBits found its bits; the
+  // same at 65-128 tokens, as 100 sequences' decode steps, where the DF11 units' decodes leave those matrices out). At
+  // batch 1 the BF16 twin runs gate|up with its activation in one launch.
   for (int64_t seqs : {2, 3, 8, 12, 24, 64, 100}) {
     SCOPED_TRACE(std::to_string(seqs) + " sequences");
     ASSERT_NO_FATAL_FAILURE(ExpectSameBatches(*bf16, *df11, seqs, 8));
@@ -165,8 +163,8 @@ TEST_P(LosslessTest, Df11AndBf16GiveBitIdenticalLogits) {
 
 // ModelOptions::df11_lane_code = kFixed3: every DF11 linear in fixed lanes (3-bit codes, escapes),
 // whatever its size, gives the BF16 model's bits: prefill, 64 decode steps (the fused GEMV), batches
-// of 2 (the fused GEMV, gate|up with its activation in one launch), 3, 8 and 64 (the fused
-// tensor-core linear, Df11TileGemm).
+// of 2, 3, 8 and 64 (the fused tensor-core linear, Df11TileGemm, gate|up with its activation in one
+// launch).
 TEST_P(LosslessTest, Df11FixedLanesGiveBitIdenticalLogits) {
   const auto& [device, preset] = GetParam();
   if (device != Device::kCuda) GTEST_SKIP() << "lane streams are a CUDA layout";
