@@ -124,9 +124,9 @@ bool Df11GemvTakes(const DeviceLanes& w, int64_t tokens);
 // cuda::GatedActivation). For Df11GemvGatedApplies operands; INVALID_ARGUMENT otherwise.
 Status Df11GemvGated(Activation act, const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa,
                      const float* bias, int64_t tokens, int64_t inter, uint16_t* out, GpuStream stream);
-// Fixed lanes, 1..2 tokens (a model runs it at 1 token; 2 take the tile linear), 16-byte aligned x, w.rows == 2 inter
-// with inter % w.rows_per_tile == 0 (no tile holds both gate and up rows); not 1 token on a matrix whose sums split
-// there (GemvSplitChunk).
+// Fixed lanes, 1..2 tokens, 16-byte aligned x, w.rows == 2 inter with inter % w.rows_per_tile == 0 (no tile holds
+// both gate and up rows); not 1 token on a matrix whose sums split there (GemvSplitChunk). A model runs neither form
+// since the tile linear took 2 tokens (1 token: Df11Gemv, then the activation); tests and benches do.
 bool Df11GemvGatedApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens, int64_t inter);
 
 // The fused DF11 tensor-core linear for cuda::kTileGemmMinTokens <= T <= cuda::kTileGemmMaxTokens: W's fixed lanes
