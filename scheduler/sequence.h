@@ -60,7 +60,6 @@ struct Sequence {
   // (through the detokenizer and the stop strings; none for a stop id or eos). kStop when a stop
   // string matched (it wins over max_tokens; tokens after it are dropped), else kNone.
   FinishReason TakeOutput(RequestEvent& event);
-  bool has_output() const { return !unsent_.empty(); }
   // Moves the text still held back (detokenizer and stop filter) into `event`; call once at the end.
   void FlushText(RequestEvent& event);
   // Usage and timings for the final event at `now`.

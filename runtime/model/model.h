@@ -231,6 +231,8 @@ class Model {
   bool resident_df11() const { return checkpoint_->is_df11() && !options_.resident_bf16; }
 
   Status Validate(const StepInput& input) const;
+  // FAILED_PRECONDITION while a step is in flight (Launch, Offload, Restore).
+  Status NoStepInFlight() const;
   Status Embed(const std::vector<int32_t>& tokens, float* hidden);
   Status Linear(const LinearWeight& w, const float* x, int64_t tokens, float* y);
   Status Logits(const StepBatch& batch, const float* hidden, StepOutput& output);

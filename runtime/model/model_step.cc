@@ -199,7 +199,7 @@ Status Model::Step(const StepInput& input, StepOutput& output) {
 }
 
 Status Model::Launch(const StepInput& input, StepOutput& output) {
-  if (step_in_flight_) return FailedPrecondition(checkpoint_->dir() + ": a step is in flight (Collect it first)");
+  DF11_RETURN_IF_ERROR(NoStepInFlight());
   if (offloaded_)
     return FailedPrecondition(checkpoint_->dir() + ": the weights are offloaded to host memory (Restore first)");
   DF11_RETURN_IF_ERROR(Validate(input));
@@ -209,6 +209,11 @@ Status Model::Launch(const StepInput& input, StepOutput& output) {
     DF11_RETURN_IF_ERROR(StepCpu(input, output));
   }
   step_in_flight_ = true;
+  return Status::Ok();
+}
+
+Status Model::NoStepInFlight() const {
+  if (step_in_flight_) return FailedPrecondition(checkpoint_->dir() + ": a step is in flight (Collect it first)");
   return Status::Ok();
 }
 

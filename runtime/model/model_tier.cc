@@ -16,7 +16,7 @@
 namespace df11 {
 
 Status Model::Offload() {
-  if (step_in_flight_) return FailedPrecondition(checkpoint_->dir() + ": a step is in flight (Collect it first)");
+  DF11_RETURN_IF_ERROR(NoStepInFlight());
   if (offloaded_) return Status::Ok();
   if (options_.device == Device::kCuda) DF11_RETURN_IF_ERROR(OffloadCuda().WithContext(checkpoint_->dir()));
   offloaded_ = true;
@@ -24,7 +24,7 @@ Status Model::Offload() {
 }
 
 Status Model::Restore() {
-  if (step_in_flight_) return FailedPrecondition(checkpoint_->dir() + ": a step is in flight (Collect it first)");
+  DF11_RETURN_IF_ERROR(NoStepInFlight());
   if (!offloaded_) return Status::Ok();
   if (options_.device == Device::kCuda) DF11_RETURN_IF_ERROR(RestoreCuda().WithContext(checkpoint_->dir()));
   offloaded_ = false;
