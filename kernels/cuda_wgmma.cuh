@@ -24,6 +24,18 @@ __device__ __forceinline__ uint64_t Descriptor(uint32_t address) {
   return uint64_t{1} << 62 | uint64_t{1024 >> 4} << 32 | uint64_t{1} << 16 | ((address & 0x3FFFF) >> 4);
 }
 
+// Descriptor in two words, for a loop of wgmma over one stage: DescriptorLow(address) once, then
+// DescriptorAt(low, offset) == Descriptor(address + offset) for a 16-byte multiple `offset` while
+// address + offset stays below 256 KB (every shared address does), one 32-bit add a wgmma. Built
+// whole at each of a stage's 16 steps, the wgmma tile linear's descriptors took ~13 instructions a
+// wgmma, ~30% of its DF11 kernel's at 64 tokens (ncu, bench/results/ncu_wgmma_tile_h200.log).
+__device__ __forceinline__ uint32_t DescriptorLow(uint32_t address) {
+  return uint32_t{1} << 16 | ((address & 0x3FFFF) >> 4);
+}
+__device__ __forceinline__ uint64_t DescriptorAt(uint32_t low, uint32_t offset) {
+  return uint64_t{1} << 62 | uint64_t{1024 >> 4} << 32 | (low + (offset >> 4));
+}
+
 // The descriptor of an MN-major operand (N contiguous: wgmma's B read with imm-trans-b = 1) in the
 // 128-byte swizzle: each 128-byte line holds 64 consecutive N elements of one k, 8 lines (k .. k + 7)
 // one 1024-byte swizzle atom; stride between 8-k groups (SBO) 1024 bytes, between 64-element N

@@ -18,7 +18,12 @@
 // `config` of WgmmaTileGemm (cuda_gemm.h).
 // Then every warpgroup g multiplies the stage's 64 rows by its kN = kTokens / warpgroups tokens
 // (g kN ..) with 16 wgmma m64nNk16, one per 16 columns in column order: the same instructions on
-// the same bits for both loaders, so a DF11 matrix and its BF16 twin give the same bits.
+// the same bits for both loaders, so a DF11 matrix and its BF16 twin give the same bits. The
+// descriptors are built once a stage and stepped by an add (DescriptorAt), x's copies step a
+// pointer: on one H200 that took configuration 5's instructions at 64 tokens from 69.8 M to 51.0 M
+// (ncu, gate|up) and the BF16 twin's gate|up with its activation from 0.0635-0.0834 ms to
+// 0.0603-0.0708 at 17-64 tokens, while the DF11 kernel, bound by its decoder's latency, did not
+// move (0.1010-0.1221 against 0.1015-0.1232; bench/results/wgmma_tile_h200_descriptors_ab.log).
 //
 // Reduction order, fixed for a given K: per output, the stages in order, in each the 16 column steps
 // in order (inside a step the hardware's order), fp32; then the bias, then y's old value, rounded
@@ -59,7 +64,8 @@
 namespace df11 {
 namespace {
 
-using cuda::wgmma::Descriptor;
+using cuda::wgmma::DescriptorAt;
+using cuda::wgmma::DescriptorLow;
 using cuda::wgmma::Swizzled;
 
 constexpr int kR = 4;                  // rows per fixed-lanes tile
@@ -201,31 +207,40 @@ __global__ void __launch_bounds__(kWarps * 32, Loader::kBlocks)
   cuda::WaitPrevious();  // x, y (and a BF16 W decoded into a scratch) belong to earlier kernels
   const int64_t stages = (k + kCols - 1) / kCols;
   // Thread (warp, lane) copies x's chunk `lane` of tokens warp, warp + kWarps, ...: one swizzle
-  // position for all of them (kWarps is a multiple of 8).
+  // position for all of them (kWarps is a multiple of 8). The source steps by kWarps tokens, one
+  // 64-bit add a copy (a product of token and k at each copy took ~15 instructions, 4 copies a
+  // thread a stage at 64 tokens on 16 warps: bench/results/ncu_wgmma_tile_h200.log).
   const uint32_t x_offset = StageOffset<kXBlock>(warp, lane);
   const uint16_t* x_row = x + warp * k + 8 * lane;
+  const int64_t x_step = int64_t{kWarps} * k;  // elements between a thread's tokens
   auto issue_x = [&](int64_t s) {
     uint8_t* xs = xbuf + (s % kStages) * kXStage + x_offset;
     const bool in = s * kCols + 8 * lane < k;
-    for (int t = warp; t < tokens; t += kWarps) {
-      cuda::CopyAsync16(xs + (t - warp) * 128, in ? x_row + (t - warp) * k + s * kCols : x, in ? 16 : 0);
+    const uint16_t* src = x_row + s * kCols;
+#pragma unroll
+    for (int i = 0; i < kTokens / kWarps; ++i) {
+      if (warp + i * kWarps < tokens) cuda::CopyAsync16(xs + i * kWarps * 128, in ? src : x, in ? 16 : 0);
+      src += x_step;  // never read once past the batch's tokens
     }
   };
   float d[kN / 2];
 #pragma unroll
   for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
   const bool multiplies = g * kN < tokens;  // the same for a whole warpgroup
+  // The warpgroup as a value the compiler knows is the same for the warp (a shuffle from lane 0, as
+  // CUTLASS's canonical_warp_group_idx does), so that x's descriptors live in uniform registers.
+  const int g_uniform = __shfl_sync(0xffffffffu, g, 0);
   auto multiply = [&](int64_t s) {
     if (!multiplies) return;
     cuda::wgmma::FenceOperands(d);
-    const uint32_t wa = cuda::SharedAddress(wbuf + (s % kStages) * kStageBytes);
-    const uint32_t xa = cuda::SharedAddress(xbuf + (s % kStages) * kXStage) + g * kN * 128;
+    const uint32_t wa = DescriptorLow(cuda::SharedAddress(wbuf + (s % kStages) * kStageBytes));
+    const uint32_t xa = DescriptorLow(cuda::SharedAddress(xbuf + (s % kStages) * kXStage) + g_uniform * kN * 128);
     cuda::wgmma::Fence();
 #pragma unroll
     for (int kk = 0; kk < kCols / 16; ++kk) {
       const uint32_t at = 32 * (kk % 4);
-      cuda::wgmma::Wgmma<kN>(d, Descriptor(wa + (kk / 4) * kBlockBytes + at), Descriptor(xa + (kk / 4) * kXBlock + at),
-                             true);
+      cuda::wgmma::Wgmma<kN>(d, DescriptorAt(wa, (kk / 4) * kBlockBytes + at),
+                             DescriptorAt(xa, (kk / 4) * kXBlock + at), true);
     }
     cuda::wgmma::Commit();
     cuda::wgmma::FenceOperands(d);  // d stays where the wgmma writes it while the next stage decodes
