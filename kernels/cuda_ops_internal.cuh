@@ -23,7 +23,7 @@ __device__ __forceinline__ uint16_t FloatToBf16(float f) { return __bfloat16_as_
 __device__ __forceinline__ float RoundBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
 
 // bf16(bf16(act(gate)) * up) of one element: the gated activation (GatedActivation, and the
-// gate|up linears that end in it: GemvGated, the fused DF11 GEMV's gated sink).
+// gate|up linears that end in it: GemvGated, TileGemmGated and their DF11 twins).
 __device__ __forceinline__ uint16_t Gated(Activation act, uint16_t gate, uint16_t up) {
   const float g = Bf16ToFloat(gate);
   float a;

@@ -278,26 +278,6 @@ bool Df11GemvTakes(const DeviceLanes& w, int64_t tokens) {
   return tokens != 1 || GemvSplitChunk(w.rows, w.cols) == 0 || HasGemvSplitState(w);
 }
 
-bool Df11GemvGatedApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens, int64_t inter) {
-  // Not at 1 token where the sums split (GemvSplitChunk): the gated walk takes whole tiles.
-  return w.code == LaneCode::kFixed3 && tokens >= 1 && tokens <= 2 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-         inter > 0 && w.rows == 2 * inter && w.rows_per_tile > 0 && inter % w.rows_per_tile == 0 &&
-         (tokens != 1 || GemvSplitChunk(w.rows, w.cols) == 0);
-}
-
-Status Df11GemvGated(Activation act, const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa,
-                     const float* bias, int64_t tokens, int64_t inter, uint16_t* out, GpuStream stream) {
-  DF11_RETURN_IF_ERROR(CheckOperands(w, sign_mantissa));
-  if (!Df11GemvGatedApplies(x, w, tokens, inter)) {
-    return InvalidArgument("Df11GemvGated: " + std::to_string(tokens) + " tokens x [" + std::to_string(w.rows) + ", " +
-                           std::to_string(w.cols) + "] for " + std::to_string(inter) +
-                           " gate|up pairs needs fixed lanes, 1..2 tokens, 16-byte aligned x, 2 inter rows and "
-                           "inter a multiple of the rows per tile");
-  }
-  return tokens == 1 ? LaunchFixedLanesGated<1>(act, x, w, sign_mantissa, bias, inter, out, stream)
-                     : LaunchFixedLanesGated<2>(act, x, w, sign_mantissa, bias, inter, out, stream);
-}
-
 bool Df11TileGemmApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens) {
   // x stands in for W too: fixed lanes have no BF16 W to align.
   return w.code == LaneCode::kFixed3 && w.rows_per_tile == FixedRowsPerTile(w.rows, w.cols) &&

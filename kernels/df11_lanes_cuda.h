@@ -118,17 +118,6 @@ Status Df11Gemv(const uint16_t* x, const DeviceLanes& w, const Df11Tables& table
 // BuildFixedLaneStreams gives at FixedRowsPerTile).
 bool Df11GemvTakes(const DeviceLanes& w, int64_t tokens);
 
-// A gate|up linear in fixed lanes and its gated activation in one launch: W [2 inter, cols] holds the
-// gate rows, then the up rows; out[T, inter] = bf16(bf16(act(g)) * u) with g, u the rows' outputs as
-// Df11Gemv rounds them: the bits of cuda::GemvGated on W's BF16 twin (and of Df11Gemv followed by
-// cuda::GatedActivation). For Df11GemvGatedApplies operands; INVALID_ARGUMENT otherwise.
-Status Df11GemvGated(Activation act, const uint16_t* x, const DeviceLanes& w, const uint8_t* sign_mantissa,
-                     const float* bias, int64_t tokens, int64_t inter, uint16_t* out, GpuStream stream);
-// Fixed lanes, 1..2 tokens, 16-byte aligned x, w.rows == 2 inter with inter % w.rows_per_tile == 0 (no tile holds
-// both gate and up rows); not 1 token on a matrix whose sums split there (GemvSplitChunk). A model runs neither form
-// since the tile linear took 2 tokens (1 token: Df11Gemv, then the activation); tests and benches do.
-bool Df11GemvGatedApplies(const uint16_t* x, const DeviceLanes& w, int64_t tokens, int64_t inter);
-
 // The fused DF11 tensor-core linear for cuda::kTileGemmMinTokens <= T <= cuda::kTileGemmMaxTokens: W's fixed lanes
 // decoded into shared memory stage by stage, then the arithmetic of cuda::TileGemm with the same rows per tile (the
 // same bits as TileGemm on W's BF16 twin with rows_per_tile = w.rows_per_tile). Operands as Df11Gemv's.

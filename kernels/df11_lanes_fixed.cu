@@ -241,67 +241,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   FixedLanes<kTokens, kRows>(x, w, sm, bias, accumulate, y, mismatches);
 }
 
-// The gated sink (Df11GemvGated): W [2 inter, K] is a gate|up linear (gate rows, then up rows) with
-// inter % kRows == 0, so gate tile p and up tile p + inter / kRows hold rows p kRows + r and
-// inter + p kRows + r. One warp walks both, as FixedLanesKernel walks each (the same sums), and
-// writes out [kTokens, inter] = the gated activation of the pairs (GemvGatedStore).
-template <int kTokens, int kRows>
-__global__ void __launch_bounds__(kWarps * 32)
-    FixedLanesGatedKernel(const uint16_t* __restrict__ x, DeviceLanes w, const uint8_t* __restrict__ sm,
-                          const float* __restrict__ bias, int64_t inter, Activation act, uint16_t* __restrict__ out) {
-  cuda::AllowDependents();
-  __shared__ uint2 escape_table[16];
-  const Tables t = fixed_lanes::CtaTables(escape_table, w);
-  cuda::WaitPrevious();  // x belongs to the stream's earlier kernels
-  const int lane = threadIdx.x % 32;
-  const uint32_t chunks = static_cast<uint32_t>(w.cols / 8), per_row = (chunks + 31) / 32;
-  const uint32_t blocks = (kRows * per_row + 3) / 4;
-  const bool columns_full = chunks % 32 == 0 && (kRows * per_row) % 4 == 0;  // no padding entries
-  const int64_t pairs = inter / kRows;
-  auto walk = [&](int64_t tile, float(&acc)[kRows][kTokens]) {  // FixedLanesKernel's walk of one tile
-    const int64_t first = tile * kRows, at = w.tile0 + tile;
-    TileWalk tw;
-    tw.words = w.words + static_cast<uint64_t>(at) * w.tile_stride + lane;
-    tw.sm = sm + first * w.cols + 8 * lane;
-    tw.x = reinterpret_cast<const uint4*>(x) + lane;
-    tw.y = nullptr;
-    tw.cols = static_cast<uint32_t>(w.cols);
-    tw.chunks = chunks;
-    tw.blocks = blocks;
-    tw.rows = kRows;  // inter % kRows == 0: every tile is whole
-    tw.c0 = lane;
-    tw.nibble = 0;
-    EscapeQueue q = fixed_lanes::TileQueue(w, at);
-    const uint64_t rare_base = q.rare;
-    const bool has_rare = w.tile_rare[at + 1] != rare_base;
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-      for (int k = 0; k < kTokens; ++k) acc[r][k] = 0.0f;
-    }
-    if (columns_full) {
-      WalkTile<kTokens, kRows, false>(tw, q, rare_base, has_rare, t, w, lane, nullptr, acc);
-    } else {
-      WalkTile<kTokens, kRows, true>(tw, q, rare_base, has_rare, t, w, lane, nullptr, acc);
-    }
-  };
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; p < pairs;
-       p += static_cast<int64_t>(gridDim.x) * kWarps) {
-    float gate[kRows][kTokens], up[kRows][kTokens], both[2 * kRows][kTokens];
-    walk(p, gate);
-    walk(p + pairs, up);
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-      for (int k = 0; k < kTokens; ++k) {
-        both[r][k] = gate[r][k];
-        both[kRows + r][k] = up[r][k];
-      }
-    }
-    cuda::GemvGatedStore<kRows, kTokens>(both, p * kRows, inter, bias, act, out);
-  }
-}
-
 // f.template operator()<kRows>() for kRows = w.rows_per_tile (1, 2 or 4).
 template <typename F>
 Status ForRowsPerTile(const DeviceLanes& w, F&& f) {
@@ -386,18 +325,6 @@ Status LaunchFixedLanesDecode(const DeviceLanes& w, const uint8_t* sm, uint16_t*
   });
 }
 
-template <int kTokens>
-Status LaunchFixedLanesGated(Activation act, const uint16_t* x, const DeviceLanes& w, const uint8_t* sm,
-                             const float* bias, int64_t inter, uint16_t* out, GpuStream stream) {
-  return ForRowsPerTile(w, [&]<int kRows>() {
-    static thread_local cuda::PersistentFit fit;  // per kernel instance
-    const int64_t pairs = inter / kRows;
-    return cuda::LaunchPersistent(FixedLanesGatedKernel<kTokens, kRows>, (pairs + kWarps - 1) / kWarps, kWarps * 32,
-                                  fit, reinterpret_cast<cudaStream_t>(stream), "FixedLanesGatedKernel", x, w, sm, bias,
-                                  inter, act, out);
-  });
-}
-
 #define DF11_FIXED_LANES(T)                                                                                    \
   template Status LaunchFixedLanes<T>(const uint16_t*, const DeviceLanes&, const uint8_t*, const float*, bool, \
                                       uint16_t*, uint32_t*, GpuStream);
@@ -407,9 +334,5 @@ DF11_FIXED_LANES(2)
 DF11_FIXED_LANES(3)
 DF11_FIXED_LANES(4)
 #undef DF11_FIXED_LANES
-template Status LaunchFixedLanesGated<1>(Activation, const uint16_t*, const DeviceLanes&, const uint8_t*, const float*,
-                                         int64_t, uint16_t*, GpuStream);
-template Status LaunchFixedLanesGated<2>(Activation, const uint16_t*, const DeviceLanes&, const uint8_t*, const float*,
-                                         int64_t, uint16_t*, GpuStream);
 
 }  // namespace df11

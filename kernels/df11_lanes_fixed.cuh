@@ -20,12 +20,6 @@ Status LaunchFixedLanes(const uint16_t* x, const DeviceLanes& w, const uint8_t* 
 Status LaunchFixedLanesDecode(const DeviceLanes& w, const uint8_t* sm, uint16_t* y, bool after_fixed_decode,
                               GpuStream stream);
 
-// Df11GemvGated's launch: out = gated activation of x · W^T (+ bias) for a gate|up W of 2 inter rows,
-// inter % w.rows_per_tile == 0, 1..2 tokens. Operands checked by the caller. Instantiated for 1, 2.
-template <int kTokens>
-Status LaunchFixedLanesGated(Activation act, const uint16_t* x, const DeviceLanes& w, const uint8_t* sm,
-                             const float* bias, int64_t inter, uint16_t* out, GpuStream stream);
-
 // Df11TileGemm's launch (cuda_tile_gemm.cu): y = x · W^T (+ bias) (+ y) for
 // cuda::kTileGemmMinTokens..kTileGemmMaxTokens tokens; with inter > 0, Df11TileGemmGated's: y [T,
 // inter] = the gated activation of a gate|up W of 2 inter rows (accumulate false). Operands checked
