@@ -233,7 +233,8 @@ struct Model::CudaState {
   // out[T, inter] = the gated activation of a gate|up linear (W [2 inter, in]: gate rows, then up
   // rows): one launch at the token counts where that measured faster (cuda::GemvGated for a BF16 W
   // at 1 token, cuda::TileGemmGated for a BF16 W at 2-32, Df11TileGemmGated for fixed lanes at 2-64,
-  // and on Hopper the wgmma tile linear's gated form, GateUpActivation), else Linear into gate_up
+  // and on Hopper for 4 rows per tile from 17 tokens the wgmma tile linear's gated form,
+  // (Df11)WgmmaTileGemmGated, to 128 for DF11 and 32 for BF16), else Linear into gate_up
   // [T, 2 inter] and cuda::GatedActivation. The same bits either way.
   Status GateUpActivation(const DeviceLinear& w, const uint16_t* x, int64_t tokens, Activation act, int64_t inter,
                           uint16_t* gate_up, uint16_t* out);
